@@ -1,0 +1,221 @@
+package caddymodule
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the process-wide side of rate limiting (global option
+// `rate_limit`): it owns the rules' counters, so that they survive config
+// reloads, and sweeps idle keys. Handlers find it through ctx.App; it needs
+// no configuration of its own yet (the geo database and the cluster will
+// live here).
+type App struct {
+	// SweepInterval is how often idle keys are freed. Default: 1m.
+	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
+
+	logger  *zap.Logger
+	pending []pendingRule
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "rate_limit",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision sets defaults.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	if a.SweepInterval == 0 {
+		a.SweepInterval = caddy.Duration(time.Minute)
+	}
+	return nil
+}
+
+// Validate checks the configuration.
+func (a *App) Validate() error {
+	if a.SweepInterval < 0 {
+		return fmt.Errorf("sweep_interval %s: must not be negative", time.Duration(a.SweepInterval))
+	}
+	return nil
+}
+
+// Start puts the rules of this config in force: limiters kept from the
+// previous config take the new limits now (not at Provision, so a config
+// that fails to load changes nothing), and begins sweeping idle keys.
+func (a *App) Start() error {
+	registry.commit(a.pending)
+	a.pending = nil
+	a.stop, a.done = make(chan struct{}), make(chan struct{})
+	go a.sweep(time.Duration(a.SweepInterval))
+	return nil
+}
+
+// Stop ends the sweeping. Counters stay in the registry for the next config.
+func (a *App) Stop() error {
+	if a.stop != nil {
+		close(a.stop)
+		<-a.done
+	}
+	return nil
+}
+
+func (a *App) sweep(every time.Duration) {
+	defer close(a.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case now := <-t.C:
+			registry.sweep(now)
+		}
+	}
+}
+
+// limiterFor returns the limiter that rule name should use under cfg: the
+// running one, if it can keep its counters under cfg (a changed limit,
+// window, burst or max_keys keeps them), else a new one. The change is
+// recorded and applied when the config starts. Each call must be paired
+// with a release of the name.
+func (a *App) limiterFor(name string, cfg limiter.Config) (*limiter.Limiter, error) {
+	for _, p := range a.pending {
+		if p.name != name {
+			continue
+		}
+		if !reflect.DeepEqual(p.cfg, cfg) {
+			return nil, fmt.Errorf("rule %q is configured twice, with different limits; rules sharing a name must agree", name)
+		}
+		registry.addRef(name)
+		return p.lim, nil
+	}
+	lim, err := registry.acquire(name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.pending = append(a.pending, pendingRule{name: name, lim: lim, cfg: cfg})
+	return lim, nil
+}
+
+// pendingRule is a rule's limiter and configuration, to be put in force
+// when the config starts.
+type pendingRule struct {
+	name string
+	lim  *limiter.Limiter
+	cfg  limiter.Config
+}
+
+// registry holds every rule's limiter by name, process-wide: a reload
+// provisions the new handlers while the old ones still serve, and both find
+// the same counters here. A limiter is dropped when the last config that
+// uses it is cleaned up.
+var registry = &rules{byName: make(map[string]*sharedLimiter)}
+
+// rules is the registry's type.
+type rules struct {
+	mu     sync.Mutex
+	byName map[string]*sharedLimiter
+}
+
+// sharedLimiter is a limiter and the number of provisioned rules using it.
+type sharedLimiter struct {
+	lim  *limiter.Limiter
+	refs int
+}
+
+// acquire returns the limiter registered under name if it can keep its
+// counters under cfg, or a new one (registered by commit).
+func (rs *rules) acquire(name string, cfg limiter.Config) (*limiter.Limiter, error) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	s, ok := rs.byName[name]
+	if !ok {
+		s = &sharedLimiter{}
+		rs.byName[name] = s
+	}
+	s.refs++
+	if s.lim != nil && s.lim.Keeps(cfg) {
+		return s.lim, nil
+	}
+	lim, err := limiter.New(cfg)
+	if err != nil {
+		rs.releaseLocked(name)
+		return nil, err
+	}
+	if s.lim == nil {
+		s.lim = lim
+	}
+	return lim, nil
+}
+
+// addRef counts one more use of a name already acquired.
+func (rs *rules) addRef(name string) {
+	rs.mu.Lock()
+	rs.byName[name].refs++
+	rs.mu.Unlock()
+}
+
+// commit puts a starting config's rules in force.
+func (rs *rules) commit(pending []pendingRule) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, p := range pending {
+		if s, ok := rs.byName[p.name]; ok {
+			s.lim = p.lim
+		}
+		p.lim.Reconfigure(p.cfg) // always kept: acquire checked the layout
+	}
+}
+
+// release drops one use of rule name, and its counters with the last.
+func (rs *rules) release(name string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.releaseLocked(name)
+}
+
+func (rs *rules) releaseLocked(name string) {
+	if s, ok := rs.byName[name]; ok {
+		s.refs--
+		if s.refs <= 0 {
+			delete(rs.byName, name)
+		}
+	}
+}
+
+// sweep frees idle keys of every rule.
+func (rs *rules) sweep(now time.Time) {
+	rs.mu.Lock()
+	lims := make([]*limiter.Limiter, 0, len(rs.byName))
+	for _, s := range rs.byName {
+		lims = append(lims, s.lim)
+	}
+	rs.mu.Unlock()
+	for _, l := range lims {
+		l.SweepAt(now)
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+	_ caddy.Validator   = (*App)(nil)
+)

@@ -1,0 +1,46 @@
+package caddymodule
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler applies rate-limit rules to requests: a request that a rule
+// denies gets a 429 (an error that handle_errors can render), with
+// Retry-After; others pass to the next handler, with the rules' headers.
+//
+// Rules within one handler, and across several rate_limit handlers on one
+// request, are all-or-nothing: a request denied by one rule takes nothing
+// from the others.
+type Handler struct {
+	// Rules are the rate limits applied to every request reaching the
+	// handler (each narrowed by its own match). At least one.
+	Rules []Rule `json:"rules,omitempty"`
+
+	// SweepInterval is accepted for compatibility with
+	// mholt/caddy-ratelimit; idle keys are swept by the rate_limit app.
+	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
+
+	rules []*rule // provisioned
+	app   *App
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.rate_limit",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,208 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// keySource is one part of a rule's key (one word of `by`).
+type keySource struct {
+	kind   sourceKind
+	name   string // header (canonical), query or cookie name; placeholder text
+	v4, v6 int    // prefix lengths, for sourceIPPrefix
+}
+
+type sourceKind uint8
+
+const (
+	sourceIP sourceKind = iota
+	sourceIPPrefix
+	sourceUserID
+	sourceHeader
+	sourceQuery
+	sourceCookie
+	sourcePlaceholder
+)
+
+// keySeparator joins the parts of a composite key; it cannot appear in a
+// header value.
+const keySeparator = "\x1f"
+
+// parseKeySources reads `by` words: "ip", "ip/24", "ip/24/64", "user_id",
+// "header NAME", "query NAME", "cookie NAME", or placeholder text.
+func parseKeySources(by []string) ([]keySource, error) {
+	if len(by) == 0 {
+		return []keySource{{kind: sourceIP}}, nil
+	}
+	srcs := make([]keySource, 0, len(by))
+	for _, word := range by {
+		src, err := parseKeySource(word)
+		if err != nil {
+			return nil, err
+		}
+		srcs = append(srcs, src)
+	}
+	return srcs, nil
+}
+
+func parseKeySource(word string) (keySource, error) {
+	kind, arg, _ := strings.Cut(strings.TrimSpace(word), " ")
+	arg = strings.TrimSpace(arg)
+	needArg := func(k sourceKind) (keySource, error) {
+		if arg == "" || strings.ContainsAny(arg, " \t") {
+			return keySource{}, fmt.Errorf("by %s: want one name, as in `by %s NAME`", kind, kind)
+		}
+		if k == sourceHeader {
+			arg = http.CanonicalHeaderKey(arg)
+		}
+		return keySource{kind: k, name: arg}, nil
+	}
+	switch {
+	case kind == "ip" && arg == "":
+		return keySource{kind: sourceIP}, nil
+	case strings.HasPrefix(kind, "ip/") && arg == "":
+		return parseIPPrefixSource(kind)
+	case kind == "user_id" && arg == "":
+		return keySource{kind: sourceUserID}, nil
+	case kind == "header":
+		return needArg(sourceHeader)
+	case kind == "query":
+		return needArg(sourceQuery)
+	case kind == "cookie":
+		return needArg(sourceCookie)
+	case kind == "jwt":
+		return keySource{}, fmt.Errorf("by jwt: JWT claim keys are not available in this version; use `by header Authorization` or a placeholder")
+	case strings.Contains(word, "{"):
+		return keySource{kind: sourcePlaceholder, name: word}, nil
+	}
+	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME or a {placeholder}", word)
+}
+
+// parseIPPrefixSource reads "ip/24" or "ip/24/64".
+func parseIPPrefixSource(word string) (keySource, error) {
+	parts := strings.Split(word, "/")
+	if len(parts) > 3 {
+		return keySource{}, fmt.Errorf("by %s: want ip/V4LEN or ip/V4LEN/V6LEN", word)
+	}
+	src := keySource{kind: sourceIPPrefix, v4: 32, v6: 128}
+	v4, err := strconv.Atoi(parts[1])
+	if err != nil || v4 < 0 || v4 > 32 {
+		return keySource{}, fmt.Errorf("by %s: IPv4 prefix length %q must be 0 to 32", word, parts[1])
+	}
+	src.v4 = v4
+	if len(parts) == 3 {
+		v6, err := strconv.Atoi(parts[2])
+		if err != nil || v6 < 0 || v6 > 128 {
+			return keySource{}, fmt.Errorf("by %s: IPv6 prefix length %q must be 0 to 128", word, parts[2])
+		}
+		src.v6 = v6
+	} else {
+		src.v6 = min(128, v4*4) // ip/24 keeps a /96 of IPv6: wide enough to tie a host's addresses together
+	}
+	return src, nil
+}
+
+// clientIP is the request's client address as Caddy sees it ({client_ip}:
+// the peer, or the forwarded address when the peer is a trusted proxy).
+func clientIP(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// value is this source's part of the key, "" when the request has none.
+func (src keySource) value(r *http.Request, repl *caddy.Replacer) string {
+	switch src.kind {
+	case sourceIP:
+		return clientIP(r)
+	case sourceIPPrefix:
+		addr, err := netip.ParseAddr(clientIP(r))
+		if err != nil {
+			return ""
+		}
+		addr = addr.Unmap()
+		bits := src.v6
+		if addr.Is4() {
+			bits = src.v4
+		}
+		p, _ := addr.Prefix(bits)
+		return p.String()
+	case sourceUserID:
+		v, _ := repl.GetString("http.auth.user.id")
+		return v
+	case sourceHeader:
+		if vs := r.Header[src.name]; len(vs) > 0 {
+			return vs[0]
+		}
+		return ""
+	case sourceQuery:
+		return queryValue(r.URL.RawQuery, src.name)
+	case sourceCookie:
+		c, err := r.Cookie(src.name)
+		if err != nil {
+			return ""
+		}
+		return c.Value
+	default:
+		return repl.ReplaceKnown(src.name, "")
+	}
+}
+
+// queryValue is the first value of name in a raw query, without building
+// the whole url.Values map.
+func queryValue(raw, name string) string {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		if k == name || (strings.ContainsAny(k, "%+") && unescape(k) == name) {
+			return unescape(v)
+		}
+	}
+	return ""
+}
+
+func unescape(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		return s
+	}
+	return u
+}
+
+// keyOf builds a request's key from the rule's sources; ok is false if any
+// part is missing.
+func keyOf(srcs []keySource, r *http.Request, repl *caddy.Replacer) (key string, ok bool) {
+	if len(srcs) == 1 {
+		key = srcs[0].value(r, repl)
+		return key, key != ""
+	}
+	var b strings.Builder
+	for i, src := range srcs {
+		v := src.value(r, repl)
+		if v == "" {
+			return "", false
+		}
+		if i > 0 {
+			b.WriteString(keySeparator)
+		}
+		b.WriteString(v)
+	}
+	return b.String(), true
+}

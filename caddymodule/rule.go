@@ -1,0 +1,183 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// Rule is one rate limit: its limits, how requests are keyed, and what a
+// denied client is told. Counters belong to the rule's name and survive
+// config reloads while the name is unchanged.
+type Rule struct {
+	// Name identifies the rule's counters, in headers, logs, metrics and the
+	// admin API. Rules with the same name share counters. Required in JSON;
+	// the Caddyfile adapter derives one from the site, the matcher and the
+	// key when none is given.
+	Name string `json:"name,omitempty"`
+
+	// Match restricts the rule to the requests these matcher sets match
+	// (any set matching is enough), on top of the route's own matcher.
+	// Default: every request reaching the handler.
+	MatcherSetsRaw caddyhttp.RawMatcherSets `json:"match,omitempty" caddy:"namespace=http.matchers"`
+
+	// Limits are enforced together: a request passes only if every limit
+	// has room. At least one.
+	Limits []Limit `json:"limits,omitempty"`
+
+	// Algorithm is one of sliding_window, fixed_window, sliding_log,
+	// token_bucket, leaky_bucket. Default: sliding_window.
+	Algorithm string `json:"algorithm,omitempty"`
+
+	// Burst shapes the limit with the shortest window. Window algorithms: a
+	// token bucket of this capacity, refilled at that limit's rate, in front
+	// of the window. token_bucket: the bucket's capacity (default: the
+	// limit). leaky_bucket: the queue depth (default: bounded by max_delay
+	// alone). Default: 0, no burst bucket.
+	Burst int64 `json:"burst,omitempty"`
+
+	// MaxDelay is, for leaky_bucket only, the longest a request is held
+	// before it is served. Default: 1s.
+	MaxDelay caddy.Duration `json:"max_delay,omitempty"`
+
+	// By lists the key sources, joined into one composite key: "ip",
+	// "ip/24", "ip/24/64" (IPv4/IPv6 prefix lengths), "user_id",
+	// "header NAME", "query NAME", "cookie NAME", or any placeholder text.
+	// Default: ["ip"].
+	By []string `json:"by,omitempty"`
+
+	// OnMissingKey says what to do when the key is empty: "skip" (the rule
+	// does not apply), "ip" (key by client IP instead) or "deny".
+	// Default: skip.
+	OnMissingKey string `json:"on_missing_key,omitempty"`
+
+	// Cost is the units one request takes: a whole number or a placeholder
+	// that yields one. A request whose cost does not resolve to a whole
+	// number ≥ 0 is answered 400. Default: 1.
+	Cost string `json:"cost,omitempty"`
+
+	// Shadow decides, logs, counts and sets headers, but never rejects.
+	// Default: off.
+	Shadow bool `json:"shadow,omitempty"`
+
+	// Exempt lists client IP ranges (CIDR, or single addresses) the rule
+	// never limits. Default: none.
+	Exempt []string `json:"exempt,omitempty"`
+
+	// Headers selects the response headers: "ietf"
+	// (RateLimit-Policy/RateLimit, draft-ietf-httpapi-ratelimit-headers-11),
+	// "legacy" (X-RateLimit-*), "both" or "off". Default: ietf.
+	Headers string `json:"headers,omitempty"`
+
+	// RetryJitter adds up to this fraction of the wait to Retry-After, so
+	// denied clients do not all come back at once. Default: 0.
+	RetryJitter float64 `json:"retry_jitter,omitempty"`
+
+	// MaxKeys bounds the rule's live keys; past it the least recently used
+	// key is evicted (and counted). Default: 1,000,000.
+	MaxKeys int `json:"max_keys,omitempty"`
+
+	// ProblemJSON answers a denial with an RFC 9457 application/problem+json
+	// body (type …#quota-exceeded, violated-policies) instead of leaving the
+	// body to handle_errors. Default: off.
+	ProblemJSON bool `json:"problem_json,omitempty"`
+
+	// LogKey writes the key in the denial log line. Default: off (keys may
+	// be personal data).
+	LogKey bool `json:"log_key,omitempty"`
+}
+
+// Limit is one quota of a rule: Count units per Window.
+type Limit struct {
+	// Count is how many units a key may take per window; at least 1.
+	Count int64 `json:"count"`
+	// Window is the length of the window: a Caddy duration ("1m", "1d").
+	Window caddy.Duration `json:"window"`
+}
+
+// The values of Rule.Headers and Rule.OnMissingKey.
+const (
+	headersIETF   = "ietf"
+	headersLegacy = "legacy"
+	headersBoth   = "both"
+	headersOff    = "off"
+
+	missingSkip = "skip"
+	missingIP   = "ip"
+	missingDeny = "deny"
+)
+
+// limiterConfig is the rule's limits for package limiter.
+func (r *Rule) limiterConfig() limiter.Config {
+	cfg := limiter.Config{
+		Algorithm: limiter.Algorithm(r.Algorithm),
+		Burst:     r.Burst,
+		MaxDelay:  time.Duration(r.MaxDelay),
+		MaxKeys:   r.MaxKeys,
+	}
+	for _, l := range r.Limits {
+		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: time.Duration(l.Window)})
+	}
+	return cfg
+}
+
+// validate checks the rule's fields, in words fit for a config error.
+func (r *Rule) validate() error {
+	if r.Name == "" {
+		return fmt.Errorf("rule has no name (the Caddyfile adapter derives one; JSON configs must set it)")
+	}
+	if strings.ContainsAny(r.Name, "\"\\") {
+		return fmt.Errorf("rule name %q: must not contain '\"' or '\\'", r.Name)
+	}
+	if err := r.limiterConfig().Validate(); err != nil {
+		return err
+	}
+	switch r.OnMissingKey {
+	case "", missingSkip, missingIP, missingDeny:
+	default:
+		return fmt.Errorf("on_missing_key %q: want skip, ip or deny", r.OnMissingKey)
+	}
+	switch r.Headers {
+	case "", headersIETF, headersLegacy, headersBoth, headersOff:
+	default:
+		return fmt.Errorf("headers %q: want ietf, legacy, both or off", r.Headers)
+	}
+	if r.RetryJitter < 0 || r.RetryJitter > 10 {
+		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
+	}
+	if r.Cost != "" && !strings.Contains(r.Cost, "{") {
+		if n, err := strconv.ParseInt(r.Cost, 10, 64); err != nil || n < 0 {
+			return fmt.Errorf("cost %q: want a whole number ≥ 0 or a placeholder", r.Cost)
+		}
+	}
+	for _, e := range r.Exempt {
+		if _, err := parsePrefix(e); err != nil {
+			return err
+		}
+	}
+	_, err := parseKeySources(r.By)
+	return err
+}
+
+// parsePrefix reads a CIDR or a single address as a prefix.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("exempt %q: %v", s, err)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("exempt %q: not an IP address or CIDR", s)
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}

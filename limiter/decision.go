@@ -1,0 +1,59 @@
+package limiter
+
+import "time"
+
+// Quota is the state of one limit for one key, as a decision left it.
+type Quota struct {
+	// Limit is the limit in force, in units per Window (after any scale).
+	Limit int64
+	// Window is the limit's window.
+	Window time.Duration
+	// Remaining is how many units the key may still take now (never
+	// negative). For a leaky bucket, how many more requests it may queue.
+	Remaining int64
+	// Reset is how long until the key's quota is whole again, if it takes
+	// nothing more.
+	Reset time.Duration
+}
+
+// Decision is the answer to one request.
+type Decision struct {
+	// Allowed is true if the request passes every limit.
+	Allowed bool
+	// Delay is, for a leaky bucket, how long to hold the request before
+	// serving it. Zero otherwise.
+	Delay time.Duration
+	// RetryAfter is, when the request is denied, how long until the same
+	// request would pass if the key took nothing else meanwhile. A request
+	// that can never pass (its cost exceeds the limit, or the limit is
+	// scaled to zero) gets the longest window. Zero when allowed.
+	RetryAfter time.Duration
+	// Quotas holds one entry per limit of the rule, in the rule's order;
+	// Len says how many are set. The shortest limit's Remaining includes
+	// the burst bucket in front of it.
+	Quotas [MaxLimits]Quota
+	// Len is the number of entries of Quotas in use.
+	Len int
+}
+
+// Binding is the quota closest to running out (least remaining; the
+// longer reset on a tie): the one to show where a single value is wanted.
+func (d *Decision) Binding() Quota {
+	best := 0
+	for i := 1; i < d.Len; i++ {
+		q, b := d.Quotas[i], d.Quotas[best]
+		if q.Remaining < b.Remaining || (q.Remaining == b.Remaining && q.Reset > b.Reset) {
+			best = i
+		}
+	}
+	return d.Quotas[best]
+}
+
+// deny records that limit i turned the request away and when it could
+// pass again.
+func (d *Decision) deny(retry int64) {
+	d.Allowed = false
+	if r := time.Duration(retry); r > d.RetryAfter {
+		d.RetryAfter = r
+	}
+}

@@ -1,0 +1,37 @@
+// Package limiter decides whether a request may pass a rate limit.
+//
+// A Limiter holds the state of one rule: one or more limits ("100 per
+// minute", "10,000 per day") enforced together on every key, with one of
+// five algorithms:
+//
+//   - SlidingWindow (the default): two counters per key, the current and the
+//     previous window; the count in force is prev×(1−elapsed/W)+curr. O(1)
+//     memory, approximate (the error is measured in the tests).
+//   - FixedWindow: one counter per window, windows aligned to the Unix epoch
+//     so that every node of a cluster agrees on where they start. Exact per
+//     window; a client can pass 2N across a window edge.
+//   - SlidingLog: the timestamps of admitted units, grown on demand up to N.
+//     Exact, and the most expensive.
+//   - TokenBucket: GCRA, one timestamp per key; capacity Burst (default N),
+//     refilled at N per W. Exact.
+//   - LeakyBucket: nginx limit_req; requests above the rate wait in a queue
+//     of depth Burst, for at most MaxDelay, and the Decision says how long.
+//
+// A Burst on the window algorithms puts a token bucket of capacity Burst,
+// refilled at the rate of the shortest-window limit, in front of the window:
+// both must pass.
+//
+// Decisions are all-or-nothing: a request denied by any limit of the rule
+// consumes nothing from the others, and RefundAt gives back a request that
+// a later rule denied.
+//
+// Time is always an argument (AllowAt, RefundAt, PeekAt); the forms without
+// "At" read the wall clock. Time going backwards never gives quota back.
+//
+// Keys live in a sharded store bounded by Config.MaxKeys: a decision locks
+// one shard, never the whole store; when a shard is full, an idle key or the
+// least recently used one (CLOCK, a constant-time approximation of LRU) is
+// evicted. Keys are stored by a 64-bit seeded hash, never as strings, so a
+// key costs the same memory however long it is. A decision on a known key
+// allocates nothing.
+package limiter

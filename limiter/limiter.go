@@ -1,0 +1,209 @@
+package limiter
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+	"time"
+)
+
+// Limiter enforces a rule's limits on any number of keys. It is safe for
+// concurrent use; each decision locks only the shard of its key.
+//
+// Create one with New. AllowAt is the decision; RefundAt gives a decision
+// back (when another rule denied the same request); PeekAt reads without
+// taking. The methods without "At" use time.Now.
+type Limiter struct {
+	plan   atomic.Pointer[plan]
+	seed   maphash.Seed
+	shards []shard
+	shift  uint // a hash's top bits pick its shard
+}
+
+// New returns a Limiter for cfg, or the error of cfg.Validate.
+func New(cfg Config) (*Limiter, error) {
+	p, err := newPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := shardCount(p.maxKeys)
+	l := &Limiter{seed: maphash.MakeSeed(), shards: make([]shard, n), shift: 64}
+	for n > 1 {
+		l.shift--
+		n >>= 1
+	}
+	for i := range l.shards {
+		l.shards[i].index = make(map[uint64]int32)
+	}
+	l.setPlan(p)
+	return l, nil
+}
+
+// Reconfigure changes the limits, burst, delay or key bound while keeping
+// every key's state, and reports true. If cfg lays keys out differently
+// (another algorithm, another number of limits, a burst bucket added or
+// removed), it changes nothing and reports false: the caller starts a new
+// Limiter. An invalid cfg is an error.
+func (l *Limiter) Reconfigure(cfg Config) (bool, error) {
+	p, err := newPlan(cfg)
+	if err != nil {
+		return false, err
+	}
+	if !p.sameLayout(l.plan.Load()) {
+		return false, nil
+	}
+	l.setPlan(p)
+	return true, nil
+}
+
+// Keeps reports whether Reconfigure(cfg) would keep the keys' state: cfg is
+// valid and lays keys out as the configuration in force does.
+func (l *Limiter) Keeps(cfg Config) bool {
+	p, err := newPlan(cfg)
+	return err == nil && p.sameLayout(l.plan.Load())
+}
+
+// setPlan installs p and shares its key bound between the shards.
+func (l *Limiter) setPlan(p *plan) {
+	l.plan.Store(p)
+	n := len(l.shards)
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		s.capacity = p.maxKeys / n
+		if i < p.maxKeys%n {
+			s.capacity++
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Config returns the configuration in force.
+func (l *Limiter) Config() Config { return l.plan.Load().cfg }
+
+// AllowAt decides whether key may take cost units at now, and takes them if
+// so. A cost of 0 or less takes nothing and is allowed unless the limit is
+// scaled to zero.
+func (l *Limiter) AllowAt(key string, now time.Time, cost int64) Decision {
+	return l.AllowScaledAt(key, now, cost, 1)
+}
+
+// Allow is AllowAt at time.Now().
+func (l *Limiter) Allow(key string, cost int64) Decision {
+	return l.AllowAt(key, time.Now(), cost)
+}
+
+// AllowScaledAt is AllowAt with every limit and burst multiplied by scale
+// (rounded down, at least 1); a scale of 0 or less denies everything. The
+// key's state is the same whatever the scale, so a key whose scale changes
+// keeps its counters.
+func (l *Limiter) AllowScaledAt(key string, now time.Time, cost int64, scale float64) Decision {
+	p := l.plan.Load()
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	t := now.UnixNano()
+	cost = max(cost, 0)
+	s.mu.Lock()
+	slot, ok := s.index[h]
+	if !ok {
+		slot = s.insert(h, p, t)
+	}
+	w := s.words(slot, p.stride)
+	w[0] |= refBit
+	d := p.decide(w, s.logsOf(slot, p), t, cost, scale, true)
+	s.mu.Unlock()
+	return d
+}
+
+// RefundAt gives back cost units that an allowed decision on key took at
+// about now, as if the request had never come (as far as the windows that
+// took it still count). Use it when a later rule denies the request.
+// Scale must be the one the decision used.
+func (l *Limiter) RefundAt(key string, now time.Time, cost int64, scale float64) {
+	p := l.plan.Load()
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	s.mu.Lock()
+	if slot, ok := s.index[h]; ok {
+		p.refund(s.words(slot, p.stride), s.logsOf(slot, p), now.UnixNano(), cost, scale)
+	}
+	s.mu.Unlock()
+}
+
+// PeekAt is the decision a request of cost units would get at now, taking
+// nothing and creating no key.
+func (l *Limiter) PeekAt(key string, now time.Time, cost int64) Decision {
+	p := l.plan.Load()
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	t := now.UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slot, ok := s.index[h]; ok {
+		return p.decide(s.words(slot, p.stride), s.logsOf(slot, p), t, max(cost, 0), 1, false)
+	}
+	var fresh [2*MaxLimits + 3]uint64
+	var logs [MaxLimits]eventLog
+	return p.decide(fresh[:p.stride], logs[:p.logs], t, max(cost, 0), 1, false)
+}
+
+// Contains reports whether key has state.
+func (l *Limiter) Contains(key string) bool {
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	s.mu.Lock()
+	_, ok := s.index[h]
+	s.mu.Unlock()
+	return ok
+}
+
+// Delete forgets key: its next request starts afresh. It reports whether
+// the key had state.
+func (l *Limiter) Delete(key string) bool {
+	p := l.plan.Load()
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := s.index[h]
+	if ok {
+		s.remove(slot, p)
+	}
+	return ok
+}
+
+// SweepAt frees every key that is idle at now (whose state is the same as
+// a new key's), one shard at a time, and returns how many it freed.
+func (l *Limiter) SweepAt(now time.Time) int {
+	p := l.plan.Load()
+	freed := 0
+	for i := range l.shards {
+		freed += l.shards[i].sweep(p, now.UnixNano())
+	}
+	return freed
+}
+
+// Len is the number of live keys.
+func (l *Limiter) Len() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += s.live
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Evictions is the number of keys evicted to make room since New.
+func (l *Limiter) Evictions() uint64 {
+	var n uint64
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += s.evictions
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func (l *Limiter) shard(h uint64) *shard { return &l.shards[h>>l.shift] }

@@ -1,0 +1,70 @@
+package limiter
+
+import (
+	"math"
+	"time"
+)
+
+// A cluster that divides a global limit between nodes keeps, per key, this
+// node's share of it and the demand the node saw (Config.Shares). The
+// share word holds 1+share as a float32 in its high half (0: unset,
+// meaning a share of 1) and the units requested since the last TakeDemand
+// in its low half (saturating).
+
+func shareOf(word uint64) float64 {
+	if s := math.Float32frombits(uint32(word >> 32)); s != 0 {
+		return float64(s) - 1
+	}
+	return 1
+}
+
+func addDemand(word uint64, cost int64) uint64 {
+	d := uint64(uint32(word)) + uint64(max(cost, 0))
+	return word&^math.MaxUint32 | min(d, math.MaxUint32)
+}
+
+// SetShareAt sets key's share: every limit of the key is multiplied by it
+// (on top of any scale). A share of 0 blocks the key; a negative share
+// resets it to the default of 1. The key is created if new. It does
+// nothing unless Config.Shares is set.
+func (l *Limiter) SetShareAt(key string, share float64, now time.Time) {
+	p := l.plan.Load()
+	if p.shareW == 0 {
+		return
+	}
+	bits := uint64(0)
+	if share >= 0 {
+		bits = uint64(math.Float32bits(float32(1 + share)))
+	}
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	s.mu.Lock()
+	slot, ok := s.index[h]
+	if !ok {
+		slot = s.insert(h, p, now.UnixNano())
+	}
+	w := s.words(slot, p.stride)
+	w[p.shareW] = bits<<32 | uint64(uint32(w[p.shareW]))
+	s.mu.Unlock()
+}
+
+// TakeDemand returns the units requested of key (allowed or not) since the
+// last call, and its share (1 if unset), and starts counting anew.
+func (l *Limiter) TakeDemand(key string) (demand uint64, share float64) {
+	p := l.plan.Load()
+	if p.shareW == 0 {
+		return 0, 1
+	}
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := s.index[h]
+	if !ok {
+		return 0, 1
+	}
+	w := s.words(slot, p.stride)
+	demand, share = uint64(uint32(w[p.shareW])), shareOf(w[p.shareW])
+	w[p.shareW] &^= math.MaxUint32
+	return demand, share
+}

@@ -1,0 +1,120 @@
+package limiter
+
+import "math"
+
+// fixedWindow counts units in windows of length w aligned to the Unix
+// epoch. State: a = the window's start (ns), b = units taken in it.
+func fixedWindow(a, b uint64, now, w, n, cost int64) step {
+	start, count := int64(a), int64(b)
+	cur := alignDown(now, w)
+	if cur < start { // time went backwards: stay in the later window
+		cur = start
+	}
+	if cur != start {
+		count = 0
+	}
+	end := cur + w - now
+	if count+cost > n {
+		retry := end
+		if cost > n {
+			retry = w
+		}
+		return step{quota: newQuota(n, w, n-count, end), retry: retry}
+	}
+	count += cost
+	return step{ok: true, a: uint64(cur), b: uint64(count), quota: newQuota(n, w, n-count, end)}
+}
+
+// refundFixedWindow gives back cost units taken in the window that holds
+// now; units of a window already past are gone anyway.
+func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
+	if int64(a) < alignDown(now, w) {
+		return a, b
+	}
+	return a, b - min(b, uint64(cost))
+}
+
+// slidingWindow estimates the units of the last w as
+// prev×(1−elapsed/w)+curr, from the counts of the current and the previous
+// epoch-aligned windows. State: a = the current window's start (ns),
+// b = prev<<32 | curr.
+func slidingWindow(a, b uint64, now, w, n, cost int64) step {
+	start := int64(a)
+	cur := alignDown(now, w)
+	if cur < start { // time went backwards: stay in the later window
+		cur = start
+	}
+	var prev, curr int64
+	switch {
+	case start >= cur:
+		prev, curr = int64(b>>32), int64(uint32(b))
+	case start >= cur-w:
+		prev = int64(uint32(b))
+	}
+	elapsed := max(now-cur, 0)
+	weight := float64(w-elapsed) / float64(w)
+	used := float64(prev)*weight + float64(curr)
+	if used+float64(cost) > float64(n) {
+		return step{
+			quota: newQuota(n, w, remainingOf(n, used), slidingReset(cur, w, now, prev, curr)),
+			retry: slidingRetry(now, cur, w, n, prev, curr, cost),
+		}
+	}
+	curr += cost
+	used += float64(cost)
+	return step{
+		ok:    true,
+		a:     uint64(cur),
+		b:     uint64(prev)<<32 | uint64(curr),
+		quota: newQuota(n, w, remainingOf(n, used), slidingReset(cur, w, now, prev, curr)),
+	}
+}
+
+// remainingOf is the whole units left under n when used are taken.
+func remainingOf(n int64, used float64) int64 {
+	return int64(math.Floor(float64(n) - used + 1e-9))
+}
+
+// slidingReset is how long until both windows' counts have aged out.
+func slidingReset(cur, w, now, prev, curr int64) int64 {
+	switch {
+	case curr > 0:
+		return cur + 2*w - now
+	case prev > 0:
+		return cur + w - now
+	}
+	return 0
+}
+
+// slidingRetry is how long until cost units fit, if nothing else is taken:
+// later in this window as prev's weight falls, or in the next one, where
+// curr becomes the decaying previous count.
+func slidingRetry(now, cur, w, n, prev, curr, cost int64) int64 {
+	if cost > n {
+		return w
+	}
+	room := n - cost // the request fits once the estimate is ≤ room
+	if curr <= room && prev > 0 {
+		// prev×(w−e)/w ≤ room−curr  ⇔  e ≥ w×(1 − (room−curr)/prev)
+		e := int64(math.Ceil(float64(w) * (1 - float64(room-curr)/float64(prev))))
+		if e < w {
+			return max(cur+e-now, 1)
+		}
+	}
+	next := cur + w - now
+	var e int64
+	if curr > room { // curr×(w−e)/w ≤ room  ⇔  e ≥ w×(1 − room/curr)
+		e = int64(math.Ceil(float64(w) * (1 - float64(room)/float64(curr))))
+	}
+	return max(next+e, 1)
+}
+
+// refundSlidingWindow gives back cost units counted in the window that
+// started at a, if it is the current or the previous one.
+func refundSlidingWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
+	if int64(a) < alignDown(now, w)-w {
+		return a, b
+	}
+	curr := b & math.MaxUint32
+	return a, b&^math.MaxUint32 | (curr - min(curr, uint64(cost)))
+}

@@ -1,55 +1,119 @@
 package limiter
 
-// tokenBucket is GCRA: the key's state is its theoretical arrival time
-// (TAT, ns), the time at which its bucket is full again. A unit costs
-// T = w/n; the bucket holds capacity units, a tolerance τ = capacity×T.
-// State: a = TAT.
-func tokenBucket(a uint64, now, w, n, capacity, cost int64) step {
-	tat := max(int64(a), now)
+// A bucket, token or leaky, is GCRA: its state is the key's theoretical
+// arrival time (TAT), the time at which the bucket is empty of work again.
+// A unit costs exactly w/n ns, which is rarely a whole number, so the TAT
+// is kept exactly: a = whole nanoseconds, b = the fraction of the next
+// nanosecond, in n-ths. Rounding each unit to a nanosecond instead would
+// drift: a bucket of capacity 3 at 3 per 10s would take 10s+2ns to refill
+// and would not admit 3 requests back to back. The arithmetic is in n-ths of
+// a nanosecond, on 128 bits: a unit is w, the tolerance capacity×w.
+
+// backlog is how far a bucket's TAT is ahead of now, in n-ths of a
+// nanosecond (0 if the TAT is past). A fraction kept under another n (after
+// a change of limit or of scale) is read as at most n−1: off by less than
+// a nanosecond.
+func backlog(a, b uint64, now, n int64) u128 {
+	tat := int64(a)
+	if tat < now {
+		return u128{}
+	}
+	return mul(uint64(tat-now), uint64(n)).add(u128{0, min(b, uint64(n-1))})
+}
+
+// tatAfter is the state of a bucket whose TAT is x (in n-ths of a
+// nanosecond) ahead of now, and how long until then, rounded up.
+func tatAfter(now int64, x u128, n int64) (a, b uint64, wait int64) {
+	q, r := x.divmod(uint64(n))
+	wait = q
+	if r != 0 {
+		wait++
+	}
+	return uint64(now + q), r, wait
+}
+
+// bucketIdle is true if a bucket's TAT is not ahead of now.
+func bucketIdle(a, b uint64, now int64) bool {
+	return int64(a) < now || int64(a) == now && b == 0
+}
+
+// tolerance is how much work a bucket holds, capacity units of w each, in
+// n-ths of a nanosecond, at most maxSpan nanoseconds' worth.
+func tolerance(capacity, w, n int64) u128 {
+	return min128(mul(uint64(capacity), uint64(w)), mul(maxSpan, uint64(n)))
+}
+
+// tokenBucket is GCRA with a tolerance of capacity units: a request fits if
+// the TAT after it is at most capacity×w/n ahead of now. State: a, b = TAT.
+func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64) {
+	x := backlog(a, b, now, n)
+	tau := tolerance(capacity, w, n)
 	if cost > capacity {
-		return step{quota: newQuota(n, w, unitsIn(now+span(capacity, w, n)-tat, w, n), tat-now), retry: w}
+		*s = step{quota: tokenQuota(n, w, tau, x), retry: w, never: true}
+		return
 	}
-	tau := span(capacity, w, n)
-	next := tat + span(cost, w, n)
-	if next-now > tau {
-		return step{quota: newQuota(n, w, unitsIn(now+tau-tat, w, n), tat-now), retry: next - tau - now}
+	next := x.add(mul(uint64(cost), uint64(w)))
+	if tau.less(next) {
+		*s = step{quota: tokenQuota(n, w, tau, x), retry: next.sub(tau).ceil(uint64(n))}
+		return
 	}
-	return step{ok: true, a: uint64(next), quota: newQuota(n, w, unitsIn(now+tau-next, w, n), next-now)}
+	a, b, full := tatAfter(now, next, n)
+	*s = step{ok: true, a: a, b: b, quota: newQuota(n, w, tau.sub(next).div(uint64(w)), full)}
 }
 
-// leakyBucket is nginx's limit_req without nodelay, on a GCRA timestamp:
-// requests leave at n per w; one that arrives while others are ahead waits
-// its turn (the step's delay), unless that wait would exceed maxDelay or
-// more than depth requests are ahead (depth 0: no bound but maxDelay).
-// State: a = the time the queue is empty again (TAT).
-func leakyBucket(a uint64, now, w, n, depth, maxDelay, cost int64) step {
-	tat := max(int64(a), now)
-	limit := maxDelay
+// tokenQuota reports a token bucket x ahead of now: the whole units left
+// under the tolerance, and the time until it is full.
+func tokenQuota(n, w int64, tau, x u128) Quota {
+	return newQuota(n, w, tau.sub(x).div(uint64(w)), x.ceil(uint64(n)))
+}
+
+// leakyBucket is nginx's limit_req without nodelay, on a GCRA TAT: requests
+// leave at n per w; one that arrives while others are ahead waits its turn
+// (the step's delay, rounded up to the nanosecond), unless that wait would
+// exceed maxDelay or more than depth requests are ahead (depth 0: no bound
+// but maxDelay). Depth B thus admits B+1 requests back to back, the last
+// one delayed B×w/n. A request of more than n units never passes.
+// State: a, b = the time the queue is empty again (TAT).
+func leakyBucket(s *step, a, b uint64, now, w, n, depth, maxDelay, cost int64) {
+	x := backlog(a, b, now, n)
+	limit := mul(uint64(min(maxDelay, maxSpan)), uint64(n))
 	if depth > 0 {
-		limit = min(limit, span(depth, w, n))
+		limit = min128(limit, tolerance(depth, w, n))
 	}
-	wait := tat - now
-	if wait > limit {
-		return step{quota: newQuota(n, w, 0, wait), retry: wait - limit}
+	if cost > n {
+		*s = step{quota: leakyQuota(n, w, limit, x), retry: w, never: true}
+		return
 	}
-	next := tat + span(cost, w, n)
-	return step{ok: true, a: uint64(next), delay: wait, quota: newQuota(n, w, queueRoom(next-now, limit, w, n), next-now)}
+	if limit.less(x) {
+		*s = step{quota: leakyQuota(n, w, limit, x), retry: x.sub(limit).ceil(uint64(n))}
+		return
+	}
+	next := x.add(mul(uint64(cost), uint64(w)))
+	a, b, empty := tatAfter(now, next, n)
+	*s = step{ok: true, a: a, b: b, delay: x.ceil(uint64(n)), quota: newQuota(n, w, queueRoom(w, limit, next), empty)}
 }
 
-// queueRoom is how many more one-unit requests a leaky bucket whose next
-// request would wait `wait` can still queue.
-func queueRoom(wait, limit, w, n int64) int64 {
-	if wait > limit {
+// leakyQuota reports a leaky bucket x ahead of now: how many more one-unit
+// requests it may queue, and the time until the queue is empty.
+func leakyQuota(n, w int64, limit, x u128) Quota {
+	return newQuota(n, w, queueRoom(w, limit, x), x.ceil(uint64(n)))
+}
+
+// queueRoom is how many more one-unit requests a leaky bucket x ahead of
+// now may queue.
+func queueRoom(w int64, limit, x u128) int64 {
+	if limit.less(x) {
 		return 0
 	}
-	return unitsIn(limit-wait, w, n) + 1
+	return limit.sub(x).div(uint64(w)) + 1
 }
 
 // refundBucket moves a TAT back by what cost units took, never before now.
-func refundBucket(a uint64, now, w, n, cost int64) uint64 {
-	tat := int64(a)
-	if tat <= now {
-		return a
+func refundBucket(a, b uint64, now, w, n, cost int64) (uint64, uint64) {
+	x := backlog(a, b, now, n)
+	if x.isZero() {
+		return a, b
 	}
-	return uint64(max(tat-span(cost, w, n), now))
+	a, b, _ = tatAfter(now, x.sub(mul(uint64(cost), uint64(w))), n)
+	return a, b
 }

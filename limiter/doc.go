@@ -12,10 +12,12 @@
 //     window; a client can pass 2N across a window edge.
 //   - SlidingLog: the timestamps of admitted units, grown on demand up to N.
 //     Exact, and the most expensive.
-//   - TokenBucket: GCRA, one timestamp per key; capacity Burst (default N),
-//     refilled at N per W. Exact.
+//   - TokenBucket: GCRA, one timestamp per key, kept to a fraction of a
+//     nanosecond so that a unit costs exactly W/N; capacity Burst (default
+//     N), refilled at N per W. Exact.
 //   - LeakyBucket: nginx limit_req; requests above the rate wait in a queue
-//     of depth Burst, for at most MaxDelay, and the Decision says how long.
+//     of depth Burst (so Burst+1 pass back to back), for at most MaxDelay,
+//     and the Decision says how long.
 //
 // A Burst on the window algorithms puts a token bucket of capacity Burst,
 // refilled at the rate of the shortest-window limit, in front of the window:

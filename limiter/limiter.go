@@ -31,9 +31,6 @@ func New(cfg Config) (*Limiter, error) {
 		l.shift--
 		n >>= 1
 	}
-	for i := range l.shards {
-		l.shards[i].index = make(map[uint64]int32)
-	}
 	l.setPlan(p)
 	return l, nil
 }
@@ -83,8 +80,9 @@ func (l *Limiter) Config() Config { return l.plan.Load().cfg }
 // AllowAt decides whether key may take cost units at now, and takes them if
 // so. A cost of 0 or less takes nothing and is allowed unless the limit is
 // scaled to zero.
-func (l *Limiter) AllowAt(key string, now time.Time, cost int64) Decision {
-	return l.AllowScaledAt(key, now, cost, 1)
+func (l *Limiter) AllowAt(key string, now time.Time, cost int64) (d Decision) {
+	l.allow(&d, key, now, cost, 1)
+	return d
 }
 
 // Allow is AllowAt at time.Now().
@@ -96,22 +94,28 @@ func (l *Limiter) Allow(key string, cost int64) Decision {
 // (rounded down, at least 1); a scale of 0 or less denies everything. The
 // key's state is the same whatever the scale, so a key whose scale changes
 // keeps its counters.
-func (l *Limiter) AllowScaledAt(key string, now time.Time, cost int64, scale float64) Decision {
+func (l *Limiter) AllowScaledAt(key string, now time.Time, cost int64, scale float64) (d Decision) {
+	l.allow(&d, key, now, cost, scale)
+	return d
+}
+
+// allow is AllowScaledAt, deciding into *d.
+func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scale float64) {
 	p := l.plan.Load()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
-	cost = max(cost, 0)
 	s.mu.Lock()
-	slot, ok := s.index[h]
+	slot, ok := s.lookup(h, p.stride)
 	if !ok {
-		slot = s.insert(h, p, t)
+		slot = s.insert(h, p, t) // unreferenced until its second request
 	}
 	w := s.words(slot, p.stride)
-	w[0] |= refBit
-	d := p.decide(w, s.logsOf(slot, p), t, cost, scale, true)
+	if ok {
+		w[0] |= refBit
+	}
+	p.decide(d, w, s.logsOf(slot, p), t, cost, scale, true)
 	s.mu.Unlock()
-	return d
 }
 
 // RefundAt gives back cost units that an allowed decision on key took at
@@ -123,7 +127,7 @@ func (l *Limiter) RefundAt(key string, now time.Time, cost int64, scale float64)
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
-	if slot, ok := s.index[h]; ok {
+	if slot, ok := s.lookup(h, p.stride); ok {
 		p.refund(s.words(slot, p.stride), s.logsOf(slot, p), now.UnixNano(), cost, scale)
 	}
 	s.mu.Unlock()
@@ -131,27 +135,30 @@ func (l *Limiter) RefundAt(key string, now time.Time, cost int64, scale float64)
 
 // PeekAt is the decision a request of cost units would get at now, taking
 // nothing and creating no key.
-func (l *Limiter) PeekAt(key string, now time.Time, cost int64) Decision {
+func (l *Limiter) PeekAt(key string, now time.Time, cost int64) (d Decision) {
 	p := l.plan.Load()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if slot, ok := s.index[h]; ok {
-		return p.decide(s.words(slot, p.stride), s.logsOf(slot, p), t, max(cost, 0), 1, false)
+	if slot, ok := s.lookup(h, p.stride); ok {
+		p.decide(&d, s.words(slot, p.stride), s.logsOf(slot, p), t, cost, 1, false)
+		return d
 	}
-	var fresh [2*MaxLimits + 3]uint64
+	var fresh [2*MaxLimits + 4]uint64 // hash, 2 words a limit, burst bucket, share
 	var logs [MaxLimits]eventLog
-	return p.decide(fresh[:p.stride], logs[:p.logs], t, max(cost, 0), 1, false)
+	p.decide(&d, fresh[:p.stride], logs[:p.logs], t, cost, 1, false)
+	return d
 }
 
 // Contains reports whether key has state.
 func (l *Limiter) Contains(key string) bool {
+	p := l.plan.Load()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
-	_, ok := s.index[h]
+	_, ok := s.lookup(h, p.stride)
 	s.mu.Unlock()
 	return ok
 }
@@ -164,7 +171,7 @@ func (l *Limiter) Delete(key string) bool {
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	slot, ok := s.index[h]
+	slot, ok := s.lookup(h, p.stride)
 	if ok {
 		s.remove(slot, p)
 	}

@@ -8,9 +8,9 @@ type event struct {
 }
 
 // eventLog is a key's sliding log: a ring of events, oldest first, grown
-// on demand and never beyond the limit (each event holds at least one
-// unit, and the units held never exceed the limit). An emptied log gives
-// its memory back.
+// on demand and never much beyond the limit (each event holds at least one
+// unit, but for one left by a refund, and the units held never exceed the
+// limit). An emptied log gives its memory back.
 type eventLog struct {
 	buf   []event
 	head  int32
@@ -37,6 +37,20 @@ func (l *eventLog) expire(t int64) {
 	if len(l.buf) > shrinkAbove {
 		*l = eventLog{}
 	}
+}
+
+// since is the index of the first event after t, and the units held from
+// it on: the log as expire(t) would leave it, without changing it.
+func (l *eventLog) since(t int64) (int32, int64) {
+	held := l.total
+	for i := int32(0); i < l.n; i++ {
+		e := l.at(i)
+		if e.at > t {
+			return i, held
+		}
+		held -= e.units
+	}
+	return l.n, held
 }
 
 // newest is the time of the latest event, or minInt64 when empty.
@@ -72,8 +86,15 @@ func (l *eventLog) grow() {
 	l.buf, l.head = buf, 0
 }
 
-// unpush takes back units from the newest events (a refund).
+// unpush takes back units from the newest events (a refund). The newest
+// event's time stays, in an event of no units if need be: events that the
+// refunded request expired are gone, so a request that comes back in time
+// must still be judged at the later time, or it would find them missing.
 func (l *eventLog) unpush(units int64) {
+	if l.n == 0 {
+		return
+	}
+	newest := l.newest()
 	for units > 0 && l.n > 0 {
 		e := l.at(l.n - 1)
 		k := min(units, e.units)
@@ -84,31 +105,54 @@ func (l *eventLog) unpush(units int64) {
 			l.n--
 		}
 	}
+	if l.newest() < newest {
+		l.push(newest, 0)
+	}
 }
 
 // slidingLog admits cost units if the units taken in (now−w, now] leave
-// room for them. It expires old events but records nothing: the caller
-// pushes the event once every limit has said yes.
-func slidingLog(l *eventLog, now, w, n, cost int64) step {
-	now = max(now, l.newest()) // time went backwards: judge at the newest event
-	l.expire(now - w)
+// room for them. It changes nothing: the caller expires old events and
+// pushes the new one (logAdmit) once every limit has said yes, so that a
+// denied or peeked request at a later time does not expire events early
+// for a request that comes back in time. If time went backwards, the log
+// is judged at its newest event, but Reset and RetryAfter still count
+// from now.
+func slidingLog(s *step, l *eventLog, now, w, n, cost int64) {
+	first, held := l.since(max(now, l.newest()) - w)
+	live := l.n > first
+	if held+cost > n {
+		reset := int64(0)
+		if live {
+			reset = l.newest() + w - now
+		}
+		*s = step{quota: newQuota(n, w, n-held, reset), retry: logRetry(l, first, held, now, w, n, cost), never: cost > n}
+		return
+	}
 	reset := int64(0)
-	if l.n > 0 {
+	switch {
+	case cost > 0:
+		reset = max(now, l.newest()) + w - now
+	case live:
 		reset = l.newest() + w - now
 	}
-	if l.total+cost > n {
-		return step{quota: newQuota(n, w, n-l.total, reset), retry: logRetry(l, now, w, n, cost)}
-	}
-	return step{ok: true, quota: newQuota(n, w, n-l.total-cost, w)}
+	*s = step{ok: true, quota: newQuota(n, w, n-held-cost, reset)}
 }
 
-// logRetry is how long until enough events age out for cost units to fit.
-func logRetry(l *eventLog, now, w, n, cost int64) int64 {
+// logAdmit records cost units taken at now (or at the newest event, if
+// time went backwards), expiring the events that left the window.
+func logAdmit(l *eventLog, now, w, cost int64) {
+	t := max(now, l.newest())
+	l.expire(t - w)
+	l.push(t, cost)
+}
+
+// logRetry is how long from now until enough events age out for cost units
+// to fit, held units being in the events from first on.
+func logRetry(l *eventLog, first int32, held, now, w, n, cost int64) int64 {
 	if cost > n {
 		return w
 	}
-	held := l.total
-	for i := int32(0); i < l.n; i++ {
+	for i := first; i < l.n; i++ {
 		e := l.at(i)
 		held -= e.units
 		if held+cost <= n {

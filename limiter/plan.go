@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -13,11 +14,12 @@ type plan struct {
 	algo     Algorithm
 	limits   []limitPlan
 	burstAt  int   // the limit Burst shapes
-	burstW   int   // word of the burst bucket's TAT in front of a window; 0: none
+	burstW   int   // first of the two words of the burst bucket in front of a window; 0: none
 	shareW   int   // word of the share and demand; 0: none
 	stride   int   // words per key, word 0 being the key's hash
 	logs     int   // event logs per key (SlidingLog)
 	maxDelay int64 // LeakyBucket
+	longest  int64 // the longest window (ns)
 	maxKeys  int
 }
 
@@ -32,6 +34,7 @@ func newPlan(cfg Config) (*plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Limits = slices.Clone(cfg.Limits) // the caller's slice may change
 	p := &plan{cfg: cfg, algo: cfg.algorithm(), burstAt: cfg.shortest(), maxKeys: cfg.MaxKeys, stride: 1}
 	if p.maxKeys == 0 {
 		p.maxKeys = DefaultMaxKeys
@@ -49,21 +52,19 @@ func newPlan(cfg Config) (*plan, error) {
 			lp.capacity = cfg.Burst
 		}
 		switch p.algo {
-		case SlidingWindow, FixedWindow:
+		case SlidingWindow, FixedWindow, TokenBucket, LeakyBucket:
 			lp.word = p.stride
 			p.stride += 2
-		case TokenBucket, LeakyBucket:
-			lp.word = p.stride
-			p.stride++
 		case SlidingLog:
 			lp.word = p.logs
 			p.logs++
 		}
 		p.limits = append(p.limits, lp)
+		p.longest = max(p.longest, lp.w)
 	}
 	if cfg.Burst > 0 && p.windowed() {
 		p.burstW = p.stride
-		p.stride++
+		p.stride += 2
 	}
 	if cfg.Shares {
 		p.shareW = p.stride
@@ -84,20 +85,41 @@ func (p *plan) sameLayout(q *plan) bool {
 		p.burstW == q.burstW && p.shareW == q.shareW && p.logs == q.logs
 }
 
-// scaled is n×scale rounded down, at least 1: a limit scaled to below one
-// unit still admits one.
+// scaled is n×scale rounded down, at least 1 and at most MaxCount: a limit
+// scaled to below one unit still admits one. A product within a relative
+// 1e-7 (at most half a unit) under a whole number is taken as that number:
+// it is float error (100×0.29 is 28.999999999999996; a share is kept as a
+// float32), not a fraction anyone meant.
 func scaled(n int64, scale float64) int64 {
 	if scale == 1 {
 		return n
 	}
-	return max(1, min(int64(math.Floor(float64(n)*scale)), MaxCount))
+	v := float64(n) * scale
+	if !(v < MaxCount) { // also +Inf
+		return MaxCount
+	}
+	if c := math.Ceil(v); c-v <= min(v*1e-7, 0.5) {
+		v = c
+	}
+	return max(1, int64(v))
 }
 
 // decide runs every limit of p on a key's words and logs. If all pass and
 // take is set, it writes the new state; otherwise it leaves the key as it
-// was (but for expiring old events).
-func (p *plan) decide(words []uint64, logs []eventLog, now, cost int64, scale float64, take bool) Decision {
-	d := Decision{Allowed: true, Len: len(p.limits)}
+// was. The quotas reported are the state the
+// decision leaves: after the request if it passed, before it if not.
+//
+// A cost of 0 is allowed (even if the key is over a limit that shrank) and
+// takes nothing; a cost above MaxCount is denied by every limit.
+//
+// It writes into *d, which must be zero: a Decision is large, and is not
+// copied on the way.
+func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost int64, scale float64, take bool) {
+	d.Allowed, d.Len = true, len(p.limits)
+	cost = min(max(cost, 0), MaxCount+1) // no limit holds more than MaxCount: no overflow
+	if cost == 0 {
+		take = false
+	}
 	if p.shareW != 0 {
 		scale *= shareOf(words[p.shareW])
 		if take {
@@ -105,80 +127,111 @@ func (p *plan) decide(words []uint64, logs []eventLog, now, cost int64, scale fl
 		}
 	}
 	if scale <= 0 || math.IsNaN(scale) {
-		return p.blocked(d)
+		p.blocked(d)
+		return
 	}
-	var steps [MaxLimits]step
-	for i, lp := range p.limits {
-		n := scaled(lp.n, scale)
-		var s step
-		switch p.algo {
-		case SlidingWindow:
-			s = slidingWindow(words[lp.word], words[lp.word+1], now, lp.w, n, cost)
-		case FixedWindow:
-			s = fixedWindow(words[lp.word], words[lp.word+1], now, lp.w, n, cost)
-		case SlidingLog:
-			s = slidingLog(&logs[lp.word], now, lp.w, n, cost)
-		case TokenBucket:
-			s = tokenBucket(words[lp.word], now, lp.w, n, scaled(lp.capacity, scale), cost)
-		case LeakyBucket:
-			depth := int64(0)
-			if lp.capacity > 0 {
-				depth = scaled(lp.capacity, scale)
-			}
-			s = leakyBucket(words[lp.word], now, lp.w, n, depth, p.maxDelay, cost)
-			d.Delay = time.Duration(s.delay)
-		}
-		if !s.ok {
+	var next [MaxLimits][2]uint64 // each limit's words after the request
+	var ok uint                   // bit i: limit i has room
+	never := false                // some limit can never admit the request
+	var s step
+	for i := range p.limits {
+		p.step(&s, i, words, logs, now, cost, scale)
+		if s.ok {
+			ok |= 1 << i
+		} else {
 			d.deny(s.retry)
+			never = never || s.never
 		}
-		steps[i] = s
+		next[i] = [2]uint64{s.a, s.b}
 		d.Quotas[i] = s.quota
+		d.Delay = time.Duration(s.delay)
 	}
 	var burst step
 	if p.burstW != 0 {
-		lp := p.limits[p.burstAt]
-		burst = tokenBucket(words[p.burstW], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale), cost)
+		p.burstStep(&burst, words, now, cost, scale)
 		if !burst.ok {
 			d.deny(burst.retry)
+			never = never || burst.never
 		}
-		q := &d.Quotas[p.burstAt]
-		q.Remaining = min(q.Remaining, burst.quota.Remaining)
 	}
-	if !d.Allowed {
-		d.Delay = 0
-		return d
+	if never {
+		d.RetryAfter = time.Duration(p.longest)
 	}
-	if !take {
-		return d
-	}
-	for i, lp := range p.limits {
-		s := steps[i]
-		switch p.algo {
-		case SlidingWindow, FixedWindow:
-			words[lp.word], words[lp.word+1] = s.a, s.b
-		case TokenBucket, LeakyBucket:
-			words[lp.word] = s.a
-		case SlidingLog:
-			if cost > 0 {
-				l := &logs[lp.word]
-				l.push(max(now, l.newest()), cost)
+	if !d.Allowed && cost > 0 {
+		// Nothing is taken: the limits that had room report it untaken.
+		for i := range p.limits {
+			if ok&(1<<i) != 0 {
+				p.step(&s, i, words, logs, now, 0, scale)
+				d.Quotas[i] = s.quota
 			}
+		}
+		if burst.ok {
+			p.burstStep(&burst, words, now, 0, scale)
 		}
 	}
 	if p.burstW != 0 {
-		words[p.burstW] = burst.a
+		q := &d.Quotas[p.burstAt]
+		q.Remaining = min(q.Remaining, burst.quota.Remaining)
 	}
-	return d
+	if cost == 0 { // takes nothing, so nothing can deny it
+		d.Allowed, d.RetryAfter = true, 0
+	}
+	if !d.Allowed || cost == 0 {
+		d.Delay = 0
+	}
+	if !d.Allowed || !take {
+		return
+	}
+	for i, lp := range p.limits {
+		switch p.algo {
+		case SlidingWindow, FixedWindow, TokenBucket, LeakyBucket:
+			words[lp.word], words[lp.word+1] = next[i][0], next[i][1]
+		case SlidingLog:
+			logAdmit(&logs[lp.word], now, lp.w, cost)
+		}
+	}
+	if p.burstW != 0 {
+		words[p.burstW], words[p.burstW+1] = burst.a, burst.b
+	}
+}
+
+// step runs limit i of p on a key's words and logs into *s, taking
+// nothing.
+func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost int64, scale float64) {
+	lp := &p.limits[i]
+	n := scaled(lp.n, scale)
+	switch p.algo {
+	case SlidingWindow:
+		slidingWindow(s, words[lp.word], words[lp.word+1], now, lp.w, n, cost)
+	case FixedWindow:
+		fixedWindow(s, words[lp.word], words[lp.word+1], now, lp.w, n, cost)
+	case SlidingLog:
+		slidingLog(s, &logs[lp.word], now, lp.w, n, cost)
+	case TokenBucket:
+		tokenBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, scaled(lp.capacity, scale), cost)
+	case LeakyBucket:
+		depth := int64(0)
+		if lp.capacity > 0 {
+			depth = scaled(lp.capacity, scale)
+		}
+		leakyBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, depth, p.maxDelay, cost)
+	}
+}
+
+// burstStep runs the burst bucket in front of a window into *s, taking
+// nothing.
+func (p *plan) burstStep(s *step, words []uint64, now, cost int64, scale float64) {
+	lp := &p.limits[p.burstAt]
+	tokenBucket(s, words[p.burstW], words[p.burstW+1], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale), cost)
 }
 
 // blocked is the decision for a limit scaled to zero: nothing passes.
-func (p *plan) blocked(d Decision) Decision {
+func (p *plan) blocked(d *Decision) {
 	d.Allowed = false
 	for i, lp := range p.limits {
 		d.Quotas[i] = Quota{Window: time.Duration(lp.w)}
-		d.RetryAfter = max(d.RetryAfter, time.Duration(lp.w))
 	}
-	return d
+	d.RetryAfter = time.Duration(p.longest)
 }
 
 // refund gives back cost units that decide took at about now.
@@ -198,18 +251,22 @@ func (p *plan) refund(words []uint64, logs []eventLog, now, cost int64, scale fl
 		case SlidingLog:
 			logs[lp.word].unpush(cost)
 		case TokenBucket, LeakyBucket:
-			words[lp.word] = refundBucket(words[lp.word], now, lp.w, scaled(lp.n, scale), cost)
+			words[lp.word], words[lp.word+1] = refundBucket(words[lp.word], words[lp.word+1], now, lp.w, scaled(lp.n, scale), cost)
 		}
 	}
 	if p.burstW != 0 {
 		lp := p.limits[p.burstAt]
-		words[p.burstW] = refundBucket(words[p.burstW], now, lp.w, scaled(lp.n, scale), cost)
+		words[p.burstW], words[p.burstW+1] = refundBucket(words[p.burstW], words[p.burstW+1], now, lp.w, scaled(lp.n, scale), cost)
 	}
 }
 
 // idle is true if a key's state is no different from a new key's at now:
-// such a key can be dropped without anyone noticing.
+// such a key can be dropped without anyone noticing. A key with a share or
+// an untaken demand is never idle.
 func (p *plan) idle(words []uint64, logs []eventLog, now int64) bool {
+	if p.shareW != 0 && words[p.shareW] != 0 {
+		return false
+	}
 	for _, lp := range p.limits {
 		switch p.algo {
 		case FixedWindow:
@@ -221,7 +278,7 @@ func (p *plan) idle(words []uint64, logs []eventLog, now int64) bool {
 				return false
 			}
 		case TokenBucket, LeakyBucket:
-			if int64(words[lp.word]) > now {
+			if !bucketIdle(words[lp.word], words[lp.word+1], now) {
 				return false
 			}
 		case SlidingLog:
@@ -230,5 +287,5 @@ func (p *plan) idle(words []uint64, logs []eventLog, now int64) bool {
 			}
 		}
 	}
-	return p.burstW == 0 || int64(words[p.burstW]) <= now
+	return p.burstW == 0 || bucketIdle(words[p.burstW], words[p.burstW+1], now)
 }

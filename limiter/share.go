@@ -7,13 +7,15 @@ import (
 
 // A cluster that divides a global limit between nodes keeps, per key, this
 // node's share of it and the demand the node saw (Config.Shares). The
-// share word holds 1+share as a float32 in its high half (0: unset,
-// meaning a share of 1) and the units requested since the last TakeDemand
-// in its low half (saturating).
+// share word holds the share as a float32 with its bits inverted in its
+// high half (0: unset, meaning a share of 1; a share of 0 is 0xffffffff)
+// and the units requested since the last TakeDemand in its low half
+// (saturating). The float32 keeps a share to a relative 6e-8, however
+// small.
 
 func shareOf(word uint64) float64 {
-	if s := math.Float32frombits(uint32(word >> 32)); s != 0 {
-		return float64(s) - 1
+	if hi := uint32(word >> 32); hi != 0 {
+		return float64(math.Float32frombits(^hi))
 	}
 	return 1
 }
@@ -34,12 +36,12 @@ func (l *Limiter) SetShareAt(key string, share float64, now time.Time) {
 	}
 	bits := uint64(0)
 	if share >= 0 {
-		bits = uint64(math.Float32bits(float32(1 + share)))
+		bits = uint64(^math.Float32bits(float32(share)))
 	}
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
-	slot, ok := s.index[h]
+	slot, ok := s.lookup(h, p.stride)
 	if !ok {
 		slot = s.insert(h, p, now.UnixNano())
 	}
@@ -59,7 +61,7 @@ func (l *Limiter) TakeDemand(key string) (demand uint64, share float64) {
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	slot, ok := s.index[h]
+	slot, ok := s.lookup(h, p.stride)
 	if !ok {
 		return 0, 1
 	}

@@ -9,6 +9,7 @@ type step struct {
 	a, b  uint64 // the limit's state words after the request, if taken
 	quota Quota
 	retry int64 // ns until the request would fit; when !ok
+	never bool  // the request can never fit: its cost exceeds the limit
 	delay int64 // ns to hold the request; leaky bucket only
 }
 

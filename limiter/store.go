@@ -15,10 +15,10 @@ const pageBits = 8
 const refBit = 1
 
 // shard holds a slice of the keys, under one lock. Slots are numbered;
-// index maps a key's hash to its slot.
+// table indexes them by hash (see index.go).
 type shard struct {
 	mu        sync.Mutex
-	index     map[uint64]int32
+	table     []uint64
 	pages     [][]uint64 // slot s: pages[s>>pageBits][(s&pageMask)*stride:][:stride]
 	logs      []eventLog // slot s: logs[s*plan.logs:][:plan.logs]
 	slots     int32      // slots handed out so far
@@ -64,7 +64,7 @@ func (s *shard) insert(h uint64, p *plan, now int64) int32 {
 	w := s.words(slot, p.stride)
 	clear(w)
 	w[0] = h
-	s.index[h] = slot
+	s.link(h, slot)
 	s.live++
 	return slot
 }
@@ -109,7 +109,7 @@ func (s *shard) evict(p *plan, now int64) {
 // remove frees slot.
 func (s *shard) remove(slot int32, p *plan) {
 	w := s.words(slot, p.stride)
-	delete(s.index, w[0]&^refBit)
+	s.unlink(w[0]&^refBit, slot)
 	w[0] = 0
 	clear(s.logsOf(slot, p))
 	s.free = append(s.free, slot)

@@ -4,7 +4,7 @@ import "math"
 
 // fixedWindow counts units in windows of length w aligned to the Unix
 // epoch. State: a = the window's start (ns), b = units taken in it.
-func fixedWindow(a, b uint64, now, w, n, cost int64) step {
+func fixedWindow(s *step, a, b uint64, now, w, n, cost int64) {
 	start, count := int64(a), int64(b)
 	cur := alignDown(now, w)
 	if cur < start { // time went backwards: stay in the later window
@@ -19,10 +19,11 @@ func fixedWindow(a, b uint64, now, w, n, cost int64) step {
 		if cost > n {
 			retry = w
 		}
-		return step{quota: newQuota(n, w, n-count, end), retry: retry}
+		*s = step{quota: newQuota(n, w, n-count, end), retry: retry, never: cost > n}
+		return
 	}
 	count += cost
-	return step{ok: true, a: uint64(cur), b: uint64(count), quota: newQuota(n, w, n-count, end)}
+	*s = step{ok: true, a: uint64(cur), b: uint64(count), quota: newQuota(n, w, n-count, end)}
 }
 
 // refundFixedWindow gives back cost units taken in the window that holds
@@ -37,8 +38,10 @@ func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
 // slidingWindow estimates the units of the last w as
 // prev×(1−elapsed/w)+curr, from the counts of the current and the previous
 // epoch-aligned windows. State: a = the current window's start (ns),
-// b = prev<<32 | curr.
-func slidingWindow(a, b uint64, now, w, n, cost int64) step {
+// b = prev<<32 | curr. The estimate is compared exactly, in w-ths of a
+// unit on 128 bits, so RetryAfter is exact for it: a request made
+// RetryAfter later passes, one made a nanosecond earlier does not.
+func slidingWindow(s *step, a, b uint64, now, w, n, cost int64) {
 	start := int64(a)
 	cur := alignDown(now, w)
 	if cur < start { // time went backwards: stay in the later window
@@ -52,27 +55,25 @@ func slidingWindow(a, b uint64, now, w, n, cost int64) step {
 		prev = int64(uint32(b))
 	}
 	elapsed := max(now-cur, 0)
-	weight := float64(w-elapsed) / float64(w)
-	used := float64(prev)*weight + float64(curr)
-	if used+float64(cost) > float64(n) {
-		return step{
-			quota: newQuota(n, w, remainingOf(n, used), slidingReset(cur, w, now, prev, curr)),
+	// used×w = prev×(w−elapsed) + curr×w
+	used := mul(uint64(prev), uint64(w-elapsed)).add(mul(uint64(curr), uint64(w)))
+	limit := mul(uint64(n), uint64(w))
+	after := used.add(mul(uint64(cost), uint64(w)))
+	if limit.less(after) {
+		*s = step{
+			quota: newQuota(n, w, limit.sub(used).div(uint64(w)), slidingReset(cur, w, now, prev, curr)),
 			retry: slidingRetry(now, cur, w, n, prev, curr, cost),
+			never: cost > n,
 		}
+		return
 	}
 	curr += cost
-	used += float64(cost)
-	return step{
+	*s = step{
 		ok:    true,
 		a:     uint64(cur),
 		b:     uint64(prev)<<32 | uint64(curr),
-		quota: newQuota(n, w, remainingOf(n, used), slidingReset(cur, w, now, prev, curr)),
+		quota: newQuota(n, w, limit.sub(after).div(uint64(w)), slidingReset(cur, w, now, prev, curr)),
 	}
-}
-
-// remainingOf is the whole units left under n when used are taken.
-func remainingOf(n int64, used float64) int64 {
-	return int64(math.Floor(float64(n) - used + 1e-9))
 }
 
 // slidingReset is how long until both windows' counts have aged out.
@@ -95,16 +96,16 @@ func slidingRetry(now, cur, w, n, prev, curr, cost int64) int64 {
 	}
 	room := n - cost // the request fits once the estimate is ≤ room
 	if curr <= room && prev > 0 {
-		// prev×(w−e)/w ≤ room−curr  ⇔  e ≥ w×(1 − (room−curr)/prev)
-		e := int64(math.Ceil(float64(w) * (1 - float64(room-curr)/float64(prev))))
+		// prev×(w−e) ≤ (room−curr)×w  ⇔  e ≥ w − ⌊(room−curr)×w/prev⌋
+		e := w - mul(uint64(room-curr), uint64(w)).div(uint64(prev))
 		if e < w {
 			return max(cur+e-now, 1)
 		}
 	}
 	next := cur + w - now
 	var e int64
-	if curr > room { // curr×(w−e)/w ≤ room  ⇔  e ≥ w×(1 − room/curr)
-		e = int64(math.Ceil(float64(w) * (1 - float64(room)/float64(curr))))
+	if curr > room { // curr×(w−e) ≤ room×w  ⇔  e ≥ w − ⌊room×w/curr⌋
+		e = w - mul(uint64(room), uint64(w)).div(uint64(curr))
 	}
 	return max(next+e, 1)
 }

@@ -1,0 +1,139 @@
+package limiter
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// benchConfig is a limit that every benchmark request passes: the
+// decision's full path, state written.
+func benchConfig(algo Algorithm, maxKeys int) Config {
+	cfg := Config{Algorithm: algo, Limits: []Limit{{1e9, time.Hour}}, MaxKeys: maxKeys}
+	if algo == LeakyBucket {
+		cfg.MaxDelay = time.Hour
+	}
+	return cfg
+}
+
+// One hot key, from every P: the shard lock's contention is the cost.
+func BenchmarkHotKey(b *testing.B) {
+	for _, algo := range allAlgorithms {
+		b.Run(string(algo), func(b *testing.B) {
+			l := mustNew(b, benchConfig(algo, 0))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if !l.AllowAt("hot", base, 1).Allowed {
+						b.Fatal("denied")
+					}
+				}
+			})
+		})
+	}
+}
+
+// The same with two limits and a burst bucket in front (window
+// algorithms): what a typical rule costs.
+func BenchmarkHotKeyTwoLimitsBurst(b *testing.B) {
+	for _, algo := range allAlgorithms {
+		if algo == LeakyBucket {
+			continue
+		}
+		b.Run(string(algo), func(b *testing.B) {
+			cfg := benchConfig(algo, 0)
+			cfg.Limits = append(cfg.Limits, Limit{2e9, 24 * time.Hour})
+			cfg.Burst = 1e9
+			l := mustNew(b, cfg)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l.AllowAt("hot", base, 1)
+				}
+			})
+		})
+	}
+}
+
+var (
+	benchKeysOnce sync.Once
+	benchKeyBuf   []byte   // benchKeyCount keys of benchKeyLen bytes, back to back
+	benchLimiters sync.Map // Algorithm → *Limiter holding every bench key
+)
+
+const (
+	benchKeyCount = 1_000_000
+	benchKeyLen   = 16 // "client-000000042"
+)
+
+// benchKey is bench key i, without a copy: one cache line to read, not a
+// string header and then its bytes. (The limiter keeps a hash of a key,
+// never the key.)
+func benchKey(i uint64) string {
+	return unsafe.String(&benchKeyBuf[i*benchKeyLen], benchKeyLen)
+}
+
+// populated is a Limiter of algo holding the 1,000,000 bench keys, built
+// once per process, outside any timer.
+func populated(b *testing.B, algo Algorithm) *Limiter {
+	benchKeysOnce.Do(func() {
+		benchKeyBuf = make([]byte, 0, benchKeyCount*benchKeyLen)
+		for i := range benchKeyCount {
+			benchKeyBuf = fmt.Appendf(benchKeyBuf, "client-%09d", i)
+		}
+	})
+	if l, ok := benchLimiters.Load(algo); ok {
+		return l.(*Limiter)
+	}
+	b.StopTimer()
+	l := mustNew(b, benchConfig(algo, 2*benchKeyCount))
+	for i := range uint64(benchKeyCount) {
+		l.AllowAt(benchKey(i), base, 1)
+	}
+	benchLimiters.Store(algo, l)
+	b.StartTimer()
+	return l
+}
+
+// 1,000,000 live keys, picked at random: cache misses are the cost (the
+// key's bytes, the shard's index, the key's state).
+func BenchmarkKeys1M(b *testing.B) {
+	for _, algo := range allAlgorithms {
+		b.Run(string(algo), func(b *testing.B) {
+			l := populated(b, algo)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				x := uint64(time.Now().UnixNano()) | 1 // xorshift
+				for pb.Next() {
+					x ^= x << 13
+					x ^= x >> 7
+					x ^= x << 17
+					l.AllowAt(benchKey(x%benchKeyCount), base, 1)
+				}
+			})
+		})
+	}
+}
+
+// A flood of new keys through a full Limiter: every request evicts one.
+func BenchmarkNewKeysEvicting(b *testing.B) {
+	l := mustNew(b, Config{Limits: []Limit{{100, time.Minute}}, MaxKeys: 100_000})
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = "flood-" + strconv.Itoa(i)
+	}
+	for i := range 200_000 {
+		l.AllowAt(keys[i], base, 1)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		l.AllowAt(keys[i&(1<<20-1)], base, 1)
+		i++
+	}
+}

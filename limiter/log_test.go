@@ -1,0 +1,110 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSlidingLog(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limits: []Limit{{3, s1}}})
+	run(t, l, []tstep{
+		{at: 0, cost: 1, ok: true, rem: 2, reset: s1},
+		{at: 300 * ms, cost: 1, ok: true, rem: 1, reset: s1},
+		{at: 600 * ms, cost: 1, ok: true, rem: 0, reset: s1},
+		// the unit taken at 0 leaves the window at 1s
+		{at: 900 * ms, cost: 1, ok: false, rem: 0, reset: 700 * ms, retry: 100 * ms},
+		{at: s1 - ns, cost: 1, ok: false, rem: 0, reset: 600*ms + ns, retry: ns},
+		{at: s1, cost: 1, ok: true, rem: 0, reset: s1},
+		// 2 units need the events at 300ms and 600ms gone
+		{at: s1, cost: 2, ok: false, rem: 0, reset: s1, retry: 600 * ms},
+		{at: s1, cost: 4, ok: false, rem: 0, reset: s1, retry: s1},
+		{at: s1, cost: 0, ok: true, rem: 0, reset: s1},
+		{at: s1, cost: -2, ok: true, rem: 0, reset: s1},
+		// time going backwards: judged at the newest event, waits counted from now
+		{at: 500 * ms, cost: 1, ok: false, rem: 0, reset: 1500 * ms, retry: 800 * ms},
+		{at: 1300 * ms, cost: 1, ok: true, rem: 0, reset: s1},
+		{at: 5 * s1, cost: 3, ok: true, rem: 0, reset: s1},
+		// cost 0 on an empty log: nothing to reset
+		{at: 10 * s1, cost: 0, ok: true, rem: 3, reset: 0},
+	})
+}
+
+func TestSlidingLogBurst(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limits: []Limit{{10, s1}}, Burst: 2})
+	run(t, l, []tstep{
+		{at: 0, cost: 1, ok: true, rem: 1, reset: s1},
+		{at: 0, cost: 1, ok: true, rem: 0, reset: s1},
+		{at: 0, cost: 1, ok: false, rem: 0, reset: s1, retry: 100 * ms},
+		{at: 100 * ms, cost: 1, ok: true, rem: 0, reset: s1},
+		{at: 200 * ms, cost: 3, ok: false, rem: 1, reset: 900 * ms, retry: s1},
+	})
+}
+
+// Units taken at the same nanosecond share one event, and a log holds no
+// more events than units.
+func TestSlidingLogEvents(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limits: []Limit{{1000, time.Minute}}})
+	for range 500 {
+		l.AllowAt("k", base, 1)
+	}
+	for i := range 100 {
+		l.AllowAt("k", base.Add(time.Duration(i+1)), 2)
+	}
+	log := logOf(t, l, "k")
+	if log.n != 101 || log.total != 700 {
+		t.Fatalf("log holds %d events, %d units; want 101, 700", log.n, log.total)
+	}
+	// a peek or a request that takes nothing changes nothing
+	later := base.Add(2 * time.Minute)
+	if d := l.PeekAt("k", later, 0); d.Quotas[0].Remaining != 1000 || !d.Allowed {
+		t.Fatalf("Remaining = %d, want 1000", d.Quotas[0].Remaining)
+	}
+	l.AllowAt("k", later, 0)
+	if log := logOf(t, l, "k"); log.n != 101 {
+		t.Fatalf("a request of cost 0 expired events: %d left", log.n)
+	}
+	// all expire when the next unit is taken: the grown ring is given back
+	if d := l.AllowAt("k", later, 1); d.Quotas[0].Remaining != 999 {
+		t.Fatalf("Remaining = %d, want 999", d.Quotas[0].Remaining)
+	}
+	if log := logOf(t, l, "k"); len(log.buf) != 4 || log.n != 1 || log.total != 1 {
+		t.Fatalf("expired log keeps %d slots, %d events, %d units", len(log.buf), log.n, log.total)
+	}
+}
+
+// logOf is key's first event log.
+func logOf(t *testing.T, l *Limiter, key string) eventLog {
+	t.Helper()
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	slot, ok := s.lookup(h, l.plan.Load().stride)
+	if !ok {
+		t.Fatalf("no key %q", key)
+	}
+	return s.logsOf(slot, l.plan.Load())[0]
+}
+
+// A peek or a denied request at a later time expires nothing: a request
+// that comes back in time is judged as before.
+func TestSlidingLogLaterPeek(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limits: []Limit{{1, s1}}})
+	run(t, l, []tstep{
+		{at: 0, cost: 1, ok: true, rem: 0, reset: s1},
+		{at: 5 * s1, cost: 1, ok: true, rem: 0, reset: s1, op: peek},
+		{at: 5 * s1, cost: 2, ok: false, rem: 1, reset: 0, retry: s1},
+		{at: 500 * ms, cost: 1, ok: false, rem: 0, reset: 500 * ms, retry: 500 * ms},
+	})
+}
+
+// A refund keeps the log's time: the events its request expired are gone,
+// and a request that comes back in time is judged at the later time.
+func TestSlidingLogRefundKeepsTime(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limits: []Limit{{5, s1}}})
+	run(t, l, []tstep{
+		{at: 0, cost: 5, ok: true, rem: 0, reset: s1},
+		{at: 3 * s1, cost: 5, ok: true, rem: 0, reset: s1}, // expires the event at 0
+		{at: 3 * s1, cost: 5, op: refund},
+		{at: 500 * ms, cost: 5, ok: true, rem: 0, reset: 3500 * ms},
+		{at: 500 * ms, cost: 1, ok: false, rem: 0, reset: 3500 * ms, retry: 3500 * ms},
+	})
+}

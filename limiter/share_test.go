@@ -1,0 +1,74 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+)
+
+func TestShares(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: FixedWindow, Limits: []Limit{{100, time.Minute}}, Shares: true})
+	if d, s := l.TakeDemand("k"); d != 0 || s != 1 || l.Contains("k") {
+		t.Fatalf("unknown key: demand %d share %v", d, s)
+	}
+	l.SetShareAt("k", 0.5, base)
+	if !l.Contains("k") {
+		t.Fatal("SetShareAt did not create the key")
+	}
+	run(t, l, []tstep{
+		{at: 0, cost: 10, ok: true, rem: 40, reset: time.Minute},
+		{at: 0, cost: 45, ok: false, rem: 40, reset: time.Minute, retry: time.Minute},
+		{at: 0, cost: 41, ok: false, rem: 40, reset: time.Minute, retry: time.Minute},
+		{at: 0, cost: 1, ok: true, rem: 89, reset: time.Minute, scale: 2}, // scale × share
+		{at: 0, cost: 5, ok: true, rem: 34, reset: time.Minute, op: peek}, // no demand
+	})
+	if d, s := l.TakeDemand("k"); d != 10+45+41+1 || s != 0.5 {
+		t.Fatalf("TakeDemand = %d, %v; want 97, 0.5", d, s)
+	}
+	if d, s := l.TakeDemand("k"); d != 0 || s != 0.5 {
+		t.Fatalf("TakeDemand again = %d, %v; want 0, 0.5", d, s)
+	}
+	l.SetShareAt("k", 0, base) // blocks
+	run(t, l, []tstep{{at: 0, cost: 1, ok: false, rem: 0, reset: 0, retry: time.Minute}})
+	l.SetShareAt("k", -1, base) // back to the default
+	run(t, l, []tstep{{at: 0, cost: 1, ok: true, rem: 88, reset: time.Minute}})
+	if _, s := l.TakeDemand("k"); s != 1 {
+		t.Fatalf("share %v after reset, want 1", s)
+	}
+
+	// shares are kept to float32 precision, however small
+	for _, c := range []struct {
+		n     int64
+		share float64
+	}{{300, 2.0 / 3}, {1_000_000, 0.007}, {1000, 0.7}, {1e9, 1e-6}} {
+		l := mustNew(t, Config{Limits: []Limit{{c.n, time.Minute}}, Shares: true})
+		l.SetShareAt("k", c.share, base)
+		want := int64(float64(c.n)*c.share + 0.5)
+		if d := l.AllowAt("k", base, 0); d.Quotas[0].Remaining != want {
+			t.Errorf("%d × share %v: Remaining %d, want %d", c.n, c.share, d.Quotas[0].Remaining, want)
+		}
+	}
+
+	// a key with a share, or demand not yet taken, is not idle
+	l = mustNew(t, Config{Limits: []Limit{{100, time.Minute}}, Shares: true})
+	l.SetShareAt("s", 0.5, base)
+	l.AllowAt("d", base, 1)
+	if n := l.SweepAt(base.Add(time.Hour)); n != 0 {
+		t.Fatalf("swept %d keys with a share or demand", n)
+	}
+	l.SetShareAt("s", -1, base)
+	l.TakeDemand("d")
+	if n := l.SweepAt(base.Add(time.Hour)); n != 2 {
+		t.Fatalf("swept %d keys, want 2", n)
+	}
+
+	// without Config.Shares, nothing is kept
+	l = mustNew(t, Config{Limits: []Limit{{100, time.Minute}}})
+	l.SetShareAt("k", 0.5, base)
+	if l.Contains("k") {
+		t.Fatal("SetShareAt created a key without Shares")
+	}
+	l.AllowAt("k", base, 3)
+	if d, s := l.TakeDemand("k"); d != 0 || s != 1 {
+		t.Fatalf("TakeDemand without Shares = %d, %v", d, s)
+	}
+}

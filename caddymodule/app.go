@@ -25,10 +25,11 @@ type App struct {
 	// SweepInterval is how often idle keys are freed. Default: 1m.
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
 
-	logger  *zap.Logger
-	pending []pendingRule
-	stop    chan struct{}
-	done    chan struct{}
+	logger   *zap.Logger
+	pending  []pendingRule
+	handlers int // rate_limit handlers in this config; set while provisioning
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // CaddyModule returns the Caddy module information.

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 )
 
 func init() {
@@ -25,8 +26,9 @@ type Handler struct {
 	// mholt/caddy-ratelimit; idle keys are swept by the rate_limit app.
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
 
-	rules []*rule // provisioned
-	app   *App
+	rules  []*rule // provisioned
+	app    *App
+	logger *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.

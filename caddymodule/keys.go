@@ -37,7 +37,8 @@ const (
 const keySeparator = "\x1f"
 
 // parseKeySources reads `by` words: "ip", "ip/24", "ip/24/64", "user_id",
-// "header NAME", "query NAME", "cookie NAME", or placeholder text.
+// "header NAME", "query NAME", "cookie NAME", "static TEXT", or placeholder
+// text.
 func parseKeySources(by []string) ([]keySource, error) {
 	if len(by) == 0 {
 		return []keySource{{kind: sourceIP}}, nil
@@ -78,12 +79,16 @@ func parseKeySource(word string) (keySource, error) {
 		return needArg(sourceQuery)
 	case kind == "cookie":
 		return needArg(sourceCookie)
+	case kind == "static":
+		// a constant key: one counter shared by every request (what a
+		// caddy-ratelimit zone key without placeholders means)
+		return needArg(sourcePlaceholder)
 	case kind == "jwt":
 		return keySource{}, fmt.Errorf("by jwt: JWT claim keys are not available in this version; use `by header Authorization` or a placeholder")
 	case strings.Contains(word, "{"):
 		return keySource{kind: sourcePlaceholder, name: word}, nil
 	}
-	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME or a {placeholder}", word)
+	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME, static TEXT or a {placeholder}", word)
 }
 
 // parseIPPrefixSource reads "ip/24" or "ip/24/64".

@@ -2,6 +2,9 @@ package caddymodule
 
 import (
 	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -15,6 +18,39 @@ type rule struct {
 	lim      *limiter.Limiter
 	matchers caddyhttp.MatcherSets
 	keys     []keySource
+	exempt   []netip.Prefix
+	cost     int64  // when costText is ""
+	costText string // a placeholder giving the cost
+	ietf     bool   // headers: ietf or both
+	legacy   bool   // headers: legacy or both
+	policies []string
+	policy   string // RateLimit-Policy at scale 1
+}
+
+// newRule provisions what a Rule needs per request (but its limiter and
+// matchers, which need the context).
+func newRule(cfg Rule) (*rule, error) {
+	r := &rule{Rule: cfg, cost: 1}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	r.keys, _ = parseKeySources(r.By)
+	for _, e := range r.Exempt {
+		p, _ := parsePrefix(e)
+		r.exempt = append(r.exempt, p)
+	}
+	switch {
+	case r.Cost == "":
+	case strings.Contains(r.Cost, "{"):
+		r.costText = r.Cost
+	default:
+		r.cost, _ = strconv.ParseInt(r.Cost, 10, 64)
+	}
+	r.ietf = r.Headers == "" || r.Headers == headersIETF || r.Headers == headersBoth
+	r.legacy = r.Headers == headersLegacy || r.Headers == headersBoth
+	r.policies = policyNames(r.Name, r.Limits)
+	r.policy = policyHeader(r.policies, r.Limits)
+	return r, nil
 }
 
 // Provision builds each rule and finds its counters in the rate_limit app.
@@ -24,12 +60,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading rate_limit app: %v", err)
 	}
 	h.app = appIface.(*App)
+	h.app.handlers++
+	h.logger = ctx.Logger()
 	for i := range h.Rules {
-		r := &rule{Rule: h.Rules[i]}
-		if err := r.validate(); err != nil {
-			return fmt.Errorf("rule %d (%s): %v", i, r.Name, err)
+		r, err := newRule(h.Rules[i])
+		if err != nil {
+			return fmt.Errorf("rule %d (%s): %v", i, h.Rules[i].Name, err)
 		}
-		r.keys, _ = parseKeySources(r.By)
 		if r.MatcherSetsRaw != nil {
 			m, err := ctx.LoadModule(&h.Rules[i], "MatcherSetsRaw")
 			if err != nil {

@@ -49,8 +49,8 @@ type Rule struct {
 
 	// By lists the key sources, joined into one composite key: "ip",
 	// "ip/24", "ip/24/64" (IPv4/IPv6 prefix lengths), "user_id",
-	// "header NAME", "query NAME", "cookie NAME", or any placeholder text.
-	// Default: ["ip"].
+	// "header NAME", "query NAME", "cookie NAME", "static TEXT" (one
+	// counter for every request), or any placeholder text. Default: ["ip"].
 	By []string `json:"by,omitempty"`
 
 	// OnMissingKey says what to do when the key is empty: "skip" (the rule
@@ -149,7 +149,7 @@ func (r *Rule) validate() error {
 	default:
 		return fmt.Errorf("headers %q: want ietf, legacy, both or off", r.Headers)
 	}
-	if r.RetryJitter < 0 || r.RetryJitter > 10 {
+	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
 		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
 	}
 	if r.Cost != "" && !strings.Contains(r.Cost, "{") {

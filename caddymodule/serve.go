@@ -1,12 +1,179 @@
 package caddymodule
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/edgebyte/edgelimit/limiter"
 )
 
-// ServeHTTP applies the rules.
+// statusClientClosed is the status logged when the client leaves while
+// its request is held by a leaky bucket (nginx's 499).
+const statusClientClosed = 499
+
+// ServeHTTP decides the request against every rule that applies. If one
+// denies it, whatever this and earlier rate_limit handlers took for it is
+// given back, and the request is answered 429. Otherwise it is held for
+// the longest leaky-bucket delay, then passed on.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	now := time.Now()
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var took takings // this handler's rules decided so far
+	var delay time.Duration
+	for _, ru := range h.rules {
+		if ok, err := ru.applies(r); err != nil || !ok {
+			if err != nil {
+				h.undo(w.Header(), r, &took, now)
+				return caddyhttp.Error(http.StatusInternalServerError, err)
+			}
+			continue
+		}
+		key, ok := keyOf(ru.keys, r, repl)
+		if !ok {
+			switch ru.OnMissingKey {
+			case missingIP:
+				key = clientIP(r)
+			case missingDeny:
+				h.undo(w.Header(), r, &took, now)
+				return caddyhttp.Error(http.StatusForbidden, fmt.Errorf("rate limit %s: request has no key", ru.Name))
+			default:
+				continue
+			}
+		}
+		cost, err := ru.costOf(repl)
+		if err != nil {
+			h.undo(w.Header(), r, &took, now)
+			return caddyhttp.Error(http.StatusBadRequest, err)
+		}
+		d := ru.lim.AllowAt(key, now, cost)
+		if !d.Allowed && !ru.Shadow {
+			h.undo(w.Header(), r, &took, now)
+			ru.setHeaders(w.Header(), &d)
+			return h.deny(ru, w, r, repl, key, cost, &d)
+		}
+		ru.setHeaders(w.Header(), &d)
+		if !d.Allowed { // shadow: served, and took nothing
+			h.logDenial(ru, r, key, &d, true)
+			cost = 0
+		}
+		took.add(taken{ru, key, cost})
+		delay = max(delay, d.Delay)
+	}
+	if h.app.handlers > 1 && took.n > 0 {
+		// a later rate_limit handler may deny: leave the record where it
+		// will look, and no longer here, so nothing is given back twice
+		ledgerOf(r, now).add(took.all()...)
+		took = takings{}
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			h.undo(w.Header(), r, &took, now)
+			return caddyhttp.Error(statusClientClosed, r.Context().Err())
+		}
+	}
 	return next.ServeHTTP(w, r)
+}
+
+// applies is true if the request is one the rule limits: its matchers
+// match and the client is not exempt.
+func (ru *rule) applies(r *http.Request) (bool, error) {
+	if len(ru.matchers) > 0 {
+		if ok, err := ru.matchers.AnyMatchWithError(r); err != nil || !ok {
+			return false, err
+		}
+	}
+	if len(ru.exempt) > 0 {
+		addr, err := netip.ParseAddr(clientIP(r))
+		if err == nil {
+			addr = addr.Unmap()
+			for _, p := range ru.exempt {
+				if p.Contains(addr) {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
+// costOf is the units the request takes.
+func (ru *rule) costOf(repl *caddy.Replacer) (int64, error) {
+	if ru.costText == "" {
+		return ru.cost, nil
+	}
+	v := repl.ReplaceKnown(ru.costText, "")
+	if v == "" {
+		return 1, nil // the placeholder is empty: the default cost
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("rate limit %s: cost %q is not a whole number ≥ 0", ru.Name, v)
+	}
+	return n, nil
+}
+
+// deny answers a denied request: Retry-After, the placeholders, a log
+// line, and a 429 error for handle_errors (or a problem+json body).
+func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, cost int64, d *limiter.Decision) error {
+	wait := d.RetryAfter
+	if ru.RetryJitter > 0 {
+		wait += time.Duration(rand.Float64() * ru.RetryJitter * float64(wait))
+	}
+	secs := max(1, ceilSeconds(wait))
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	repl.Set("http.rate_limit.rule", ru.Name)
+	repl.Set("http.rate_limit.key", key)
+	repl.Set("http.rate_limit.retry_after", secs)
+	h.logDenial(ru, r, key, d, false)
+	if ru.ProblemJSON {
+		return writeProblem(w, ru.violated(d, cost), secs)
+	}
+	return caddyhttp.Error(http.StatusTooManyRequests, fmt.Errorf("rate limit %s exceeded; retry in %ds", ru.Name, secs))
+}
+
+// violated names the policies that had no room for the request.
+func (ru *rule) violated(d *limiter.Decision, cost int64) []string {
+	var names []string
+	for i := 0; i < d.Len; i++ {
+		if d.Quotas[i].Remaining < cost || d.Quotas[i].Limit == 0 {
+			names = append(names, ru.policies[i])
+		}
+	}
+	if len(names) == 0 { // denied by the burst bucket alone
+		names = ru.policies
+	}
+	return names
+}
+
+// logDenial logs a denial at info; the key only with log_key.
+func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.Decision, shadow bool) {
+	msg := "rate limit exceeded"
+	if shadow {
+		msg = "rate limit exceeded (shadow: served)"
+	}
+	ce := h.logger.Check(zap.InfoLevel, msg)
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("rule", ru.Name),
+		zap.String("client_ip", clientIP(r)),
+		zap.Duration("wait", d.RetryAfter),
+	}
+	if ru.LogKey {
+		fields = append(fields, zap.String("key", key))
+	}
+	ce.Write(fields...)
 }

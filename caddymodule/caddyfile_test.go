@@ -1,0 +1,318 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+)
+
+// parseTest parses input as the rate_limit block of site with matcher.
+func parseTest(input, site, matcher string, derived map[string]bool) (*Handler, error) {
+	p := &blockParser{site: site, matcher: matcher, derived: derived}
+	return p.parse(caddyfile.NewTestDispenser(input))
+}
+
+func TestParseCaddyfile(t *testing.T) {
+	for i, tc := range []struct {
+		input   string
+		site    string
+		matcher string
+		want    string // the handler as JSON
+	}{
+		{
+			input: `rate_limit {
+				limit 100 1m
+			}`,
+			site: "example.com",
+			want: `{"rules":[{"name":"example.com by ip","limits":[{"count":100,"window":60000000000}]}]}`,
+		},
+		{
+			input: `rate_limit {
+				name api
+				limit 20 1s
+				limit 10000 1d
+				algorithm token_bucket
+				burst 30
+				by header X-API-Key user_id
+				by ip/24/64
+				on_missing_key deny
+				cost {http.request.header.X-Cost}
+				shadow
+				exempt 10.0.0.0/8 ::1
+				exempt 192.168.1.1
+				headers both
+				retry_jitter 0.25
+				max_keys 5000
+				problem_json
+				log_key
+			}`,
+			want: `{"rules":[{"name":"api","limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],` +
+				`"algorithm":"token_bucket","burst":30,"by":["header X-API-Key","user_id","ip/24/64"],"on_missing_key":"deny",` +
+				`"cost":"{http.request.header.X-Cost}","shadow":true,"exempt":["10.0.0.0/8","::1","192.168.1.1"],"headers":"both",` +
+				`"retry_jitter":0.25,"max_keys":5000,"problem_json":true,"log_key":true}]}`,
+		},
+		{
+			input: `rate_limit {
+				limit 5 1s
+				algorithm leaky_bucket
+				burst 10
+				max_delay 500ms
+				by query q cookie session {http.request.host}
+				cost 3
+			}`,
+			matcher: "/api/*",
+			want: `{"rules":[{"name":"/api/* by query q+cookie session+{http.request.host}","limits":[{"count":5,"window":1000000000}],` +
+				`"algorithm":"leaky_bucket","burst":10,"max_delay":500000000,"by":["query q","cookie session","{http.request.host}"],"cost":"3"}]}`,
+		},
+		{
+			// rule blocks inherit the defaults at the top; their own values,
+			// and their own limit lines, replace them
+			input: `rate_limit {
+				limit 100 1m
+				headers legacy
+				by user_id
+				rule reads {
+					match {
+						method GET
+					}
+				}
+				rule writes {
+					limit 10 1m
+					limit 100 1h
+					headers off
+				}
+				log_key
+			}`,
+			site: "a.example,b.example",
+			want: `{"rules":[` +
+				`{"name":"reads","match":[{"method":["GET"]}],"limits":[{"count":100,"window":60000000000}],"by":["user_id"],"headers":"legacy","log_key":true},` +
+				`{"name":"writes","limits":[{"count":10,"window":60000000000},{"count":100,"window":3600000000000}],"by":["user_id"],"headers":"off","log_key":true}]}`,
+		},
+		{
+			// caddy-ratelimit's syntax, from its README
+			input: `rate_limit {
+				distributed
+				zone static_example {
+					match {
+						method GET
+					}
+					key    static
+					events 100
+					window 1m
+				}
+				zone dynamic_example {
+					key    {remote_host}
+					events 2
+					window 5s
+				}
+				log_key
+				jitter 0.2
+				sweep_interval 2m
+				storage file_system {
+					root /tmp/x
+				}
+			}`,
+			want: `{"rules":[` +
+				`{"name":"static_example","match":[{"method":["GET"]}],"limits":[{"count":100,"window":60000000000}],"algorithm":"sliding_log","by":["static static"],"retry_jitter":0.2,"log_key":true},` +
+				`{"name":"dynamic_example","limits":[{"count":2,"window":5000000000}],"algorithm":"sliding_log","by":["{remote_host}"],"on_missing_key":"ip","retry_jitter":0.2,"log_key":true}` +
+				`],"sweep_interval":120000000000}`,
+		},
+		{
+			// zones, a zone without a key, prefixes, and a rule of the top
+			// mixed in one block
+			input: `rate_limit {
+				limit 1000 1h
+				zone subnets {
+					key {client_ip}
+					ipv4_prefix 24
+					ipv6_prefix 48
+					events 50
+					window 10s
+				}
+				zone everyone {
+					events 10000
+					window 1m
+				}
+				zone paths {
+					key "{remote_host} {path}"
+					events 5
+					window 1s
+				}
+			}`,
+			site:    "example.com",
+			matcher: "*",
+			want: `{"rules":[` +
+				`{"name":"example.com by ip","limits":[{"count":1000,"window":3600000000000}]},` +
+				`{"name":"subnets","limits":[{"count":50,"window":10000000000}],"algorithm":"sliding_log","by":["ip/24/48"]},` +
+				`{"name":"everyone","limits":[{"count":10000,"window":60000000000}],"algorithm":"sliding_log","by":["static global"]},` +
+				`{"name":"paths","limits":[{"count":5,"window":1000000000}],"algorithm":"sliding_log","by":["{remote_host} {path}"],"on_missing_key":"ip"}]}`,
+		},
+		{
+			// a derived name has no '"' or '\'
+			input: `rate_limit {
+				limit 1 1s
+				by "{http.request.header.X-\"Quoted\"}"
+			}`,
+			site: `"odd"\site`,
+			want: `{"rules":[{"name":"oddsite by {http.request.header.X-Quoted}","limits":[{"count":1,"window":1000000000}],"by":["{http.request.header.X-\"Quoted\"}"]}]}`,
+		},
+	} {
+		h, err := parseTest(tc.input, tc.site, tc.matcher, nil)
+		if err != nil {
+			t.Errorf("Test %d: unexpected error: %v", i, err)
+			continue
+		}
+		got, err := json.Marshal(h)
+		if err != nil {
+			t.Errorf("Test %d: marshaling: %v", i, err)
+			continue
+		}
+		if string(got) != tc.want {
+			t.Errorf("Test %d: got\n%s\nwant\n%s", i, got, tc.want)
+		}
+	}
+}
+
+func TestParseCaddyfileErrors(t *testing.T) {
+	for i, tc := range []struct {
+		input string
+		want  string // a substring of the error, with its line
+	}{
+		{"rate_limit {\n limit 10 1m\n frobnicate\n}", `unrecognized subdirective "frobnicate", at Testfile:3`},
+		{"rate_limit extra {\n limit 10 1m\n}", `unexpected argument "extra": a matcher is *, /path or @name, and rules go in the block, at Testfile:1`},
+		{"rate_limit {\n limit 10\n}", "wrong argument count or unexpected line ending after '10', at Testfile:2"},
+		{"rate_limit {\n limit 10 1m 2\n}", "wrong argument count or unexpected line ending after '1m', at Testfile:2"},
+		{"rate_limit {\n limit 10 1x\n}", `limit window "1x": not a duration (such as 500ms, 1m or 1d), at Testfile:2`},
+		{"rate_limit {\n limit 10 -1m\n}", "limit window -1m: must not be negative, at Testfile:2"},
+		{"rate_limit {\n limit 0 1m\n}", "limit 0: the count must be a whole number from 1 to 4294967295, at Testfile:2"},
+		{"rate_limit {\n limit ten 1m\n}", "limit ten: the count must be a whole number"},
+		{"rate_limit {\n limit 10 0s\n}", "limit window 0s: must be between 1ms and 8784h0m0s, at Testfile:2"},
+		{"rate_limit {\n limit 10 1m\n burst -1\n}", "burst -1: must be a whole number from 0 to 4294967295, at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n algorithm gcra\n}", `unknown algorithm "gcra": want sliding_window, fixed_window, sliding_log, token_bucket or leaky_bucket, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n max_delay 1s\n}", `max_delay applies to leaky_bucket only, not sliding_window, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n max_delay 1s\n algorithm token_bucket\n}", `max_delay applies to leaky_bucket only, not token_bucket, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n max_delay soon\n}", `max_delay "soon": not a duration (such as 500ms, 1m or 1d), at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n by ip/33\n}", `by ip/33: IPv4 prefix length "33" must be 0 to 32, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n by ip/24/129\n}", `IPv6 prefix length "129" must be 0 to 128, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n by header\n}", "by header: want a name, as in `by header NAME`, at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n by nobody\n}", `by "nobody": want ip`},
+		{"rate_limit {\n limit 10 1m\n by jwt sub\n}", "JWT claim keys are not available in this version"},
+		{"rate_limit {\n limit 10 1m\n by\n}", "wrong argument count"},
+		{"rate_limit {\n limit 10 1m\n exempt 10.0.0.0/33\n}", `exempt "10.0.0.0/33"`},
+		{"rate_limit {\n limit 10 1m\n exempt localhost\n}", `exempt "localhost": not an IP address or CIDR, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n headers draft\n}", `headers "draft": want ietf, legacy, both or off, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n on_missing_key allow\n}", `on_missing_key "allow": want skip, ip or deny, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n retry_jitter lots\n}", "retry_jitter lots: want a fraction of the wait from 0 to 10 (0.2 adds up to 20%), at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n retry_jitter NaN\n}", "retry_jitter NaN: want a fraction"},
+		{"rate_limit {\n limit 10 1m\n max_keys many\n}", "max_keys many: must be a whole number of at least 1, at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n cost cheap\n}", `cost "cheap": want a whole number ≥ 0 or a {placeholder}, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n shadow yes\n}", "wrong argument count or unexpected line ending after 'yes', at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n algorithm fixed_window\n algorithm sliding_log\n}", "algorithm already given on line 3, at Testfile:4"},
+		{"rate_limit {\n by user_id\n}", `rule "by user_id" has no limit: add ` + "`limit <count> <window>`, at Testfile:1"},
+		{"rate_limit", `rule "by ip" has no limit`},
+		{"rate_limit {\n rule a {\n  limit 10 1m\n }\n rule b {\n  by user_id\n }\n}", `rule "b" has no limit: add ` + "`limit <count> <window>`, at Testfile:5"},
+		{"rate_limit {\n rule {\n  limit 10 1m\n }\n}", "wrong argument count"},
+		{"rate_limit {\n rule a {\n  limit 10 1m\n }\n rule a {\n  limit 5 1s\n }\n}", `rule "a" is defined twice in this block, at Testfile:5`},
+		{"rate_limit {\n rule a {\n  limit 10 1m\n  rule b {\n  }\n }\n}", "rule cannot be inside a rule block, at Testfile:4"},
+		{"rate_limit {\n rule a {\n  name b\n  limit 10 1m\n }\n}", "name in a rule block: the rule is named by `rule a`, at Testfile:3"},
+		{"rate_limit {\n name x\n rule a {\n  limit 10 1m\n }\n}", "name names the rule of a block without rule blocks; name each rule with `rule NAME { … }`, at Testfile:2"},
+		{"rate_limit {\n max_delay 1s\n rule a {\n  limit 10 1m\n }\n}", `rule "a": max_delay applies to leaky_bucket only, not sliding_window, at Testfile:2`},
+		{"rate_limit {\n rule a {\n  limit 10 1m\n  limit 20 1h\n  algorithm leaky_bucket\n }\n}", `rule "a": leaky_bucket takes one limit; put longer quotas in another rule, at Testfile:2`},
+		{"rate_limit {\n rule a\" {\n  limit 10 1m\n }\n}", `must not contain '"' or '\', at Testfile:2`},
+		// caddy-ratelimit's syntax
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  events 10\n }\n}", "zone z: a zone needs both events and window, at Testfile:2"},
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  events 0\n  window 1m\n }\n}", "zone z: events 0: must be a whole number from 1 to 4294967295, at Testfile:4"},
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  events 10\n  window forever\n }\n}", `window "forever": not a duration (such as 500ms, 1m or 1d), at Testfile:5`},
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  key {path}\n  events 10\n  window 1m\n }\n}", "zone z: key already given on line 3, at Testfile:4"},
+		{"rate_limit {\n zone z {\n  rate 10\n }\n}", `unrecognized subdirective "rate", at Testfile:3`},
+		{"rate_limit {\n zone z {\n  key {path}\n  ipv4_prefix 24\n  events 10\n  window 1m\n }\n}", `ipv4_prefix and ipv6_prefix need a client IP key ({remote_host} or {client_ip}), not "{path}", at Testfile:4`},
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  ipv6_prefix 130\n  events 10\n  window 1m\n }\n}", "zone z: ipv6_prefix 130: must be a whole number from 0 to 128, at Testfile:4"},
+		{"rate_limit {\n zone {\n }\n}", "wrong argument count"},
+		{"rate_limit {\n limit 10 1m\n jitter -1\n}", "jitter -1: want a fraction of the wait from 0 to 10"},
+		{"rate_limit {\n limit 10 1m\n retry_jitter 0.1\n jitter 0.2\n}", "retry_jitter already given on line 3, at Testfile:4"},
+		{"rate_limit {\n limit 10 1m\n sweep_interval often\n}", `sweep_interval "often": not a duration (such as 500ms, 1m or 1d), at Testfile:3`},
+	} {
+		_, err := parseTest(tc.input, "", "", nil)
+		if err == nil {
+			t.Errorf("Test %d: expected an error containing %q, got none", i, tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Test %d: got error %q, want one containing %q", i, err, tc.want)
+		}
+	}
+}
+
+func TestParseCaddyfileDerivedNamesDistinct(t *testing.T) {
+	derived := make(map[string]bool)
+	for i, want := range []string{"example.com by ip", "example.com by ip #2", "example.com by ip #3"} {
+		h, err := parseTest("rate_limit {\n limit 10 1m\n}", "example.com", "", derived)
+		if err != nil {
+			t.Fatalf("Test %d: %v", i, err)
+		}
+		if got := h.Rules[0].Name; got != want {
+			t.Errorf("Test %d: got name %q, want %q", i, got, want)
+		}
+	}
+}
+
+func TestParseGlobalOption(t *testing.T) {
+	for i, tc := range []struct {
+		input    string
+		existing any
+		want     string // the app as JSON, or
+		wantErr  string // a substring of the error
+	}{
+		{input: "rate_limit", want: `{}`},
+		{input: "rate_limit {\n}", want: `{}`},
+		{input: "rate_limit {\n sweep_interval 30s\n}", want: `{"sweep_interval":30000000000}`},
+		{
+			input:    "rate_limit {\n}",
+			existing: httpcaddyfile.App{Name: "rate_limit", Value: []byte(`{"sweep_interval":1000000000}`)},
+			want:     `{"sweep_interval":1000000000}`,
+		},
+		{input: "rate_limit {\n sweep_interval\n}", wantErr: "wrong argument count"},
+		{input: "rate_limit {\n sweep_interval 0s\n}", wantErr: "sweep_interval 0s: must be positive, at Testfile:2"},
+		{input: "rate_limit {\n cluster_size 3\n}", wantErr: `unrecognized subdirective "cluster_size", at Testfile:2`},
+		{input: "rate_limit now", wantErr: "wrong argument count"},
+	} {
+		got, err := parseGlobalOption(caddyfile.NewTestDispenser(tc.input), tc.existing)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Test %d: got error %v, want one containing %q", i, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Test %d: unexpected error: %v", i, err)
+			continue
+		}
+		app, ok := got.(httpcaddyfile.App)
+		if !ok || app.Name != "rate_limit" {
+			t.Errorf("Test %d: got %#v, want an httpcaddyfile.App named rate_limit", i, got)
+			continue
+		}
+		if string(app.Value) != tc.want {
+			t.Errorf("Test %d: got %s, want %s", i, app.Value, tc.want)
+		}
+	}
+}
+
+// TestCaddyfileDerivedNameHasSiteAddress adapts a whole Caddyfile, so that a Caddy
+// release that renames httpcaddyfile.Helper's parentBlock (which
+// siteAddresses reads with reflect) is caught here.
+func TestCaddyfileDerivedNameHasSiteAddress(t *testing.T) {
+	input := "http://localhost:8080, http://127.0.0.1:8080 {\n\trate_limit @api {\n\t\tlimit 10 1m\n\t\tby ip/24\n\t}\n\t@api path /api/*\n}\n"
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"name":"http://localhost:8080,http://127.0.0.1:8080 @api by ip/24"`
+	if !strings.Contains(string(out), want) {
+		t.Errorf("adapted config lacks %s (did httpcaddyfile.Helper's parentBlock change?):\n%s", want, out)
+	}
+}

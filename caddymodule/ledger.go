@@ -1,0 +1,95 @@
+package caddymodule
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// ledgerVar is the request variable holding the request's ledger.
+const ledgerVar = "rate_limit.ledger"
+
+// ledger records what rate_limit handlers took for one request, so that a
+// later denial (by another rule or another rate_limit handler) can give it
+// all back: limits are all-or-nothing across rules.
+type ledger struct {
+	now   time.Time
+	taken []taken
+	buf   [4]taken
+}
+
+// taken is one rule's part in a request: the key it decided on, and the
+// units it took (0 for a shadow rule that would have denied).
+type taken struct {
+	ru   *rule
+	key  string
+	cost int64
+}
+
+// ledgerOf is the request's ledger, made on first use.
+func ledgerOf(r *http.Request, now time.Time) *ledger {
+	if l, ok := caddyhttp.GetVar(r.Context(), ledgerVar).(*ledger); ok {
+		return l
+	}
+	l := &ledger{now: now}
+	l.taken = l.buf[:0]
+	caddyhttp.SetVar(r.Context(), ledgerVar, l)
+	return l
+}
+
+func (l *ledger) add(ts ...taken) {
+	l.taken = append(l.taken, ts...)
+}
+
+// takings is what one handler's rules decided for a request, kept on the
+// stack.
+type takings struct {
+	buf  [8]taken
+	n    int
+	more []taken // past len(buf)
+}
+
+func (t *takings) add(x taken) {
+	if t.n < len(t.buf) {
+		t.buf[t.n] = x
+	} else {
+		t.more = append(t.more, x)
+	}
+	t.n++
+}
+
+func (t *takings) all() []taken {
+	if t.n <= len(t.buf) {
+		return t.buf[:t.n]
+	}
+	return append(t.buf[:], t.more...)
+}
+
+// undo gives back what the request took, in this handler (took) and in
+// earlier rate_limit handlers (the request's ledger), and rewrites the
+// rate-limit headers those rules set, so they show the units given back.
+func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time.Time) {
+	var earlier []taken
+	if l, ok := caddyhttp.GetVar(r.Context(), ledgerVar).(*ledger); ok {
+		earlier, now = l.taken, l.now
+		l.taken = nil
+	}
+	mine := took.all()
+	defer func() { *took = takings{} }()
+	if len(earlier) == 0 && len(mine) == 0 {
+		return
+	}
+	for _, k := range []string{hdrRateLimit, hdrRateLimitPolicy, "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
+		delete(hdr, k)
+	}
+	for _, ts := range [][]taken{earlier, mine} {
+		for _, t := range ts {
+			if t.cost > 0 {
+				t.ru.lim.RefundAt(t.key, now, t.cost, 1)
+			}
+			d := t.ru.lim.PeekAt(t.key, now, 0)
+			t.ru.setHeaders(hdr, &d)
+		}
+	}
+}

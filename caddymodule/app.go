@@ -93,7 +93,9 @@ func (a *App) sweep(every time.Duration) {
 
 // limiterFor returns the limiter that rule name should use under cfg: the
 // running one, if it can keep its counters under cfg (a changed limit,
-// window, burst or max_keys keeps them), else a new one. The change is
+// window, burst or max_keys keeps them), else a successor that adopts the
+// state of the limits it shares with the running one (same window, same
+// algorithm) when the config starts. The change is
 // recorded and applied when the config starts. Each call must be paired
 // with a release of the name.
 func (a *App) limiterFor(name string, cfg limiter.Config) (*limiter.Limiter, error) {
@@ -107,11 +109,11 @@ func (a *App) limiterFor(name string, cfg limiter.Config) (*limiter.Limiter, err
 		registry.addRef(name)
 		return p.lim, nil
 	}
-	lim, err := registry.acquire(name, cfg)
+	lim, from, err := registry.acquire(name, cfg)
 	if err != nil {
 		return nil, err
 	}
-	a.pending = append(a.pending, pendingRule{name: name, lim: lim, cfg: cfg})
+	a.pending = append(a.pending, pendingRule{name: name, lim: lim, from: from, cfg: cfg})
 	return lim, nil
 }
 
@@ -120,6 +122,7 @@ func (a *App) limiterFor(name string, cfg limiter.Config) (*limiter.Limiter, err
 type pendingRule struct {
 	name string
 	lim  *limiter.Limiter
+	from *limiter.Limiter // the running limiter whose keys lim adopts; nil if lim is it
 	cfg  limiter.Config
 }
 
@@ -142,8 +145,9 @@ type sharedLimiter struct {
 }
 
 // acquire returns the limiter registered under name if it can keep its
-// counters under cfg, or a new one (registered by commit).
-func (rs *rules) acquire(name string, cfg limiter.Config) (*limiter.Limiter, error) {
+// counters under cfg; else a successor that will adopt its keys (from),
+// or a new limiter if there is none. Successors are registered by commit.
+func (rs *rules) acquire(name string, cfg limiter.Config) (lim, from *limiter.Limiter, err error) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	s, ok := rs.byName[name]
@@ -152,18 +156,21 @@ func (rs *rules) acquire(name string, cfg limiter.Config) (*limiter.Limiter, err
 		rs.byName[name] = s
 	}
 	s.refs++
-	if s.lim != nil && s.lim.Keeps(cfg) {
-		return s.lim, nil
+	switch {
+	case s.lim == nil:
+		lim, err = limiter.New(cfg)
+		s.lim = lim
+	case s.lim.Keeps(cfg):
+		return s.lim, nil, nil
+	default:
+		lim, err = s.lim.Successor(cfg)
+		from = s.lim
 	}
-	lim, err := limiter.New(cfg)
 	if err != nil {
 		rs.releaseLocked(name)
-		return nil, err
+		return nil, nil, err
 	}
-	if s.lim == nil {
-		s.lim = lim
-	}
-	return lim, nil
+	return lim, from, nil
 }
 
 // addRef counts one more use of a name already acquired.
@@ -181,7 +188,11 @@ func (rs *rules) commit(pending []pendingRule) {
 		if s, ok := rs.byName[p.name]; ok {
 			s.lim = p.lim
 		}
-		p.lim.Reconfigure(p.cfg) // always kept: acquire checked the layout
+		if p.from != nil {
+			p.lim.Adopt(p.from) // the keys of the rule's previous layout
+		} else {
+			p.lim.Reconfigure(p.cfg) // always kept: acquire checked the layout
+		}
 	}
 }
 

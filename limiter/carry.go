@@ -1,0 +1,104 @@
+package limiter
+
+import (
+	"slices"
+	"time"
+)
+
+// Successor returns a new, empty Limiter for cfg that hashes keys as l
+// does, so that Adopt can carry l's keys into it. Use it where cfg lays
+// keys out differently from l (Keeps is false): a limit or a burst bucket
+// added or removed, another algorithm.
+func (l *Limiter) Successor(cfg Config) (*Limiter, error) {
+	n, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.seed = l.seed
+	return n, nil
+}
+
+// Adopt copies into l the state of every key of old that l does not hold
+// yet. Limits are matched by window: a limit of l takes the state of the
+// limit of old with the same window, if both use the same algorithm. The
+// burst bucket and the share carry over when both have them. Whatever has
+// no counterpart starts afresh, as for a new key. l must come from
+// old.Successor (Adopt does nothing otherwise). It locks one shard of old
+// at a time, and one of l per key; requests go on meanwhile.
+func (l *Limiter) Adopt(old *Limiter) {
+	if l == old || l.seed != old.seed {
+		return
+	}
+	np, op := l.plan.Load(), old.plan.Load()
+	runs, logs := carried(op, np)
+	if len(runs) == 0 && len(logs) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	for i := range old.shards {
+		from := &old.shards[i]
+		from.mu.Lock()
+		for slot := range from.slots {
+			ow := from.words(slot, op.stride)
+			if ow[0] == 0 {
+				continue
+			}
+			h := ow[0] &^ refBit
+			to := l.shard(h)
+			to.mu.Lock()
+			if _, ok := to.lookup(h, np.stride); !ok {
+				ns := to.insert(h, np, now)
+				nw := to.words(ns, np.stride)
+				nw[0] |= ow[0] & refBit
+				for _, r := range runs {
+					copy(nw[r.to:r.to+r.n], ow[r.from:r.from+r.n])
+				}
+				ol, nl := from.logsOf(slot, op), to.logsOf(ns, np)
+				for _, pair := range logs {
+					nl[pair[1]] = ol[pair[0]].clone()
+				}
+			}
+			to.mu.Unlock()
+		}
+		from.mu.Unlock()
+	}
+}
+
+// wordRun is n state words copied from word `from` of an old key to word
+// `to` of the new one.
+type wordRun struct{ from, to, n int }
+
+// carried is what of a key kept under op carries over to np: runs of
+// state words, and pairs of event logs (old index, new index).
+func carried(op, np *plan) (runs []wordRun, logs [][2]int) {
+	if op.algo == np.algo {
+		used := make([]bool, len(op.limits))
+		for _, nl := range np.limits {
+			for j, ol := range op.limits {
+				if used[j] || ol.w != nl.w {
+					continue
+				}
+				used[j] = true
+				if np.algo == SlidingLog {
+					logs = append(logs, [2]int{ol.word, nl.word})
+				} else {
+					runs = append(runs, wordRun{ol.word, nl.word, 2})
+				}
+				break
+			}
+		}
+	}
+	if op.burstW != 0 && np.burstW != 0 {
+		runs = append(runs, wordRun{op.burstW, np.burstW, 2})
+	}
+	if op.shareW != 0 && np.shareW != 0 {
+		runs = append(runs, wordRun{op.shareW, np.shareW, 1})
+	}
+	return runs, logs
+}
+
+// clone is a copy of l that shares no memory with it.
+func (l eventLog) clone() eventLog {
+	l.buf = slices.Clone(l.buf)
+	return l
+}

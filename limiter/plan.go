@@ -130,6 +130,10 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 		p.blocked(d)
 		return
 	}
+	if len(p.limits) == 1 && p.burstW == 0 {
+		p.decideOne(d, words, logs, now, cost, scale, take)
+		return
+	}
 	var next [MaxLimits][2]uint64 // each limit's words after the request
 	var ok uint                   // bit i: limit i has room
 	never := false                // some limit can never admit the request
@@ -192,6 +196,35 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 	}
 	if p.burstW != 0 {
 		words[p.burstW], words[p.burstW+1] = burst.a, burst.b
+	}
+}
+
+// decideOne is decide for the common rule: one limit, no burst bucket.
+// With one limit, the step's own state is the one to write, and a denied
+// step's quota is already the untaken one.
+func (p *plan) decideOne(d *Decision, words []uint64, logs []eventLog, now, cost int64, scale float64, take bool) {
+	var s step
+	p.step(&s, 0, words, logs, now, cost, scale)
+	d.Quotas[0] = s.quota
+	switch {
+	case cost == 0: // takes nothing, so nothing can deny it
+		return
+	case !s.ok:
+		d.Allowed = false
+		d.RetryAfter = time.Duration(s.retry)
+		if s.never {
+			d.RetryAfter = time.Duration(p.longest)
+		}
+		return
+	}
+	d.Delay = time.Duration(s.delay)
+	if !take {
+		return
+	}
+	if lp := p.limits[0]; p.algo == SlidingLog {
+		logAdmit(&logs[lp.word], now, lp.w, cost)
+	} else {
+		words[lp.word], words[lp.word+1] = s.a, s.b
 	}
 }
 

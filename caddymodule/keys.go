@@ -110,7 +110,7 @@ func parseIPPrefixSource(word string) (keySource, error) {
 		}
 		src.v6 = v6
 	} else {
-		src.v6 = min(128, v4*4) // ip/24 keeps a /96 of IPv6: wide enough to tie a host's addresses together
+		src.v6 = 64 // an IPv6 client's own subnet: it may rotate addresses within it at will
 	}
 	return src, nil
 }

@@ -38,22 +38,23 @@ func (l *Limiter) Adopt(old *Limiter) {
 	for i := range old.shards {
 		from := &old.shards[i]
 		from.mu.Lock()
-		for slot := range from.slots {
-			ow := from.words(slot, op.stride)
+		ot := &from.table // records stay put: only l's tables change
+		for slot := range ot.slots() {
+			ow := ot.record(slot)
 			if ow[0] == 0 {
 				continue
 			}
 			h := ow[0] &^ refBit
 			to := l.shard(h)
 			to.mu.Lock()
-			if _, ok := to.lookup(h, np.stride); !ok {
+			if _, ok := to.table.find(h); !ok {
 				ns := to.insert(h, np, now)
-				nw := to.words(ns, np.stride)
+				nw := to.table.record(ns)
 				nw[0] |= ow[0] & refBit
 				for _, r := range runs {
 					copy(nw[r.to:r.to+r.n], ow[r.from:r.from+r.n])
 				}
-				ol, nl := from.logsOf(slot, op), to.logsOf(ns, np)
+				ol, nl := ot.logsAt(slot), to.table.logsAt(ns)
 				for _, pair := range logs {
 					nl[pair[1]] = ol[pair[0]].clone()
 				}

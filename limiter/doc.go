@@ -31,9 +31,11 @@
 // "At" read the wall clock. Time going backwards never gives quota back.
 //
 // Keys live in a sharded store bounded by Config.MaxKeys: a decision locks
-// one shard, never the whole store; when a shard is full, an idle key or the
-// least recently used one (CLOCK, a constant-time approximation of LRU) is
-// evicted. Keys are stored by a 64-bit seeded hash, never as strings, so a
-// key costs the same memory however long it is. A decision on a known key
-// allocates nothing.
+// one shard, never the whole store; when a shard is full, an idle key or one
+// not used lately (CLOCK, a constant-time approximation of LRU) is evicted.
+// A shard is one open-addressing hash table whose slots are the keys'
+// records, hash and state words together, so a decision on a key not in
+// cache waits for one cache miss in the store, not two. Keys are stored by
+// a 64-bit seeded hash, never as strings, so a key costs the same memory
+// however long it is. A decision on a known key allocates nothing.
 package limiter

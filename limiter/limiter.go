@@ -31,6 +31,9 @@ func New(cfg Config) (*Limiter, error) {
 		l.shift--
 		n >>= 1
 	}
+	for i := range l.shards {
+		l.shards[i].table = newTable(p.stride, p.logs) // Reconfigure keeps the layout
+	}
 	l.setPlan(p)
 	return l, nil
 }
@@ -106,15 +109,15 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 	s := l.shard(h)
 	t := now.UnixNano()
 	s.mu.Lock()
-	slot, ok := s.lookup(h, p.stride)
+	slot, ok := s.table.find(h)
 	if !ok {
 		slot = s.insert(h, p, t) // unreferenced until its second request
 	}
-	w := s.words(slot, p.stride)
+	w := s.table.record(slot)
 	if ok {
 		w[0] |= refBit
 	}
-	p.decide(d, w, s.logsOf(slot, p), t, cost, scale, true)
+	p.decide(d, w, s.table.logsAt(slot), t, cost, scale, true)
 	s.mu.Unlock()
 }
 
@@ -127,8 +130,8 @@ func (l *Limiter) RefundAt(key string, now time.Time, cost int64, scale float64)
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
-	if slot, ok := s.lookup(h, p.stride); ok {
-		p.refund(s.words(slot, p.stride), s.logsOf(slot, p), now.UnixNano(), cost, scale)
+	if slot, ok := s.table.find(h); ok {
+		p.refund(s.table.record(slot), s.table.logsAt(slot), now.UnixNano(), cost, scale)
 	}
 	s.mu.Unlock()
 }
@@ -142,8 +145,8 @@ func (l *Limiter) PeekAt(key string, now time.Time, cost int64) (d Decision) {
 	t := now.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if slot, ok := s.lookup(h, p.stride); ok {
-		p.decide(&d, s.words(slot, p.stride), s.logsOf(slot, p), t, cost, 1, false)
+	if slot, ok := s.table.find(h); ok {
+		p.decide(&d, s.table.record(slot), s.table.logsAt(slot), t, cost, 1, false)
 		return d
 	}
 	var fresh [2*MaxLimits + 4]uint64 // hash, 2 words a limit, burst bucket, share
@@ -154,11 +157,10 @@ func (l *Limiter) PeekAt(key string, now time.Time, cost int64) (d Decision) {
 
 // Contains reports whether key has state.
 func (l *Limiter) Contains(key string) bool {
-	p := l.plan.Load()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
-	_, ok := s.lookup(h, p.stride)
+	_, ok := s.table.find(h)
 	s.mu.Unlock()
 	return ok
 }
@@ -166,14 +168,13 @@ func (l *Limiter) Contains(key string) bool {
 // Delete forgets key: its next request starts afresh. It reports whether
 // the key had state.
 func (l *Limiter) Delete(key string) bool {
-	p := l.plan.Load()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	slot, ok := s.lookup(h, p.stride)
+	slot, ok := s.table.find(h)
 	if ok {
-		s.remove(slot, p)
+		s.table.remove(slot)
 	}
 	return ok
 }
@@ -195,7 +196,7 @@ func (l *Limiter) Len() int {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		n += s.live
+		n += s.table.live
 		s.mu.Unlock()
 	}
 	return n

@@ -77,11 +77,11 @@ func logOf(t *testing.T, l *Limiter, key string) eventLog {
 	t.Helper()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
-	slot, ok := s.lookup(h, l.plan.Load().stride)
+	slot, ok := s.table.find(h)
 	if !ok {
 		t.Fatalf("no key %q", key)
 	}
-	return s.logsOf(slot, l.plan.Load())[0]
+	return s.table.logsAt(slot)[0]
 }
 
 // A peek or a denied request at a later time expires nothing: a request

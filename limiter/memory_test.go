@@ -81,7 +81,7 @@ func TestMemoryPerKey(t *testing.T) {
 			t.Fatalf("%s: Len %d, want %d", c.algo, l.Len(), n)
 		}
 		runtime.KeepAlive(l)
-		t.Logf("%s: %.1f bytes per key (%d words of state a key, 8 bytes each; the index and page slack are the rest)", c.algo, perKey, l.plan.Load().stride)
+		t.Logf("%s: %.1f bytes per key (a record is %d words of 8 bytes; the rest is empty slots, and event logs for sliding_log)", c.algo, perKey, l.plan.Load().stride)
 		if c.bound > 0 && perKey > c.bound {
 			t.Errorf("%s: %.1f bytes per key, want ≤ %.0f", c.algo, perKey, c.bound)
 		}

@@ -41,11 +41,11 @@ func (l *Limiter) SetShareAt(key string, share float64, now time.Time) {
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
-	slot, ok := s.lookup(h, p.stride)
+	slot, ok := s.table.find(h)
 	if !ok {
 		slot = s.insert(h, p, now.UnixNano())
 	}
-	w := s.words(slot, p.stride)
+	w := s.table.record(slot)
 	w[p.shareW] = bits<<32 | uint64(uint32(w[p.shareW]))
 	s.mu.Unlock()
 }
@@ -61,11 +61,11 @@ func (l *Limiter) TakeDemand(key string) (demand uint64, share float64) {
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	slot, ok := s.lookup(h, p.stride)
+	slot, ok := s.table.find(h)
 	if !ok {
 		return 0, 1
 	}
-	w := s.words(slot, p.stride)
+	w := s.table.record(slot)
 	demand, share = uint64(uint32(w[p.shareW])), shareOf(w[p.shareW])
 	w[p.shareW] &^= math.MaxUint32
 	return demand, share

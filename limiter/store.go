@@ -5,128 +5,78 @@ import (
 	"sync"
 )
 
-// pageBits sets the page size of a shard's slab: keys' words are kept in
-// pages of 1<<pageBits keys, so the slab grows without copying and wastes
-// at most one page per shard.
-const pageBits = 8
-
 // refBit marks a key used since the CLOCK hand last passed it. Word 0 of a
-// key holds its hash with this bit masked off; 0 marks a free slot.
+// record holds the key's hash with this bit masked off; 0 marks an empty
+// slot.
 const refBit = 1
 
-// shard holds a slice of the keys, under one lock. Slots are numbered;
-// table indexes them by hash (see index.go).
+// shard holds a slice of the keys, under one lock: a table of records (see
+// table.go), bounded to capacity keys by evicting with a CLOCK hand. On
+// 64-bit platforms it is 192 bytes: in a slice of shards (which Go's
+// allocator aligns to 64 bytes) each lock starts a cache line, which also
+// holds what a decision reads of the table (TestShardLayout).
 type shard struct {
 	mu        sync.Mutex
-	table     []uint64
-	pages     [][]uint64 // slot s: pages[s>>pageBits][(s&pageMask)*stride:][:stride]
-	logs      []eventLog // slot s: logs[s*plan.logs:][:plan.logs]
-	slots     int32      // slots handed out so far
-	free      []int32    // slots freed by Delete, Sweep or a shrink
-	live      int
+	table     table
 	capacity  int
-	hand      int32 // CLOCK hand
+	hand      int // CLOCK hand: the next slot it looks at
 	evictions uint64
-	_         [64]byte // keeps neighbouring shards' locks off one cache line
+	_         [80]byte // keeps neighbouring shards' locks off one cache line
 }
 
-const pageMask = 1<<pageBits - 1
-
-// words is slot's state: word 0 is the hash (with refBit), then the plan's.
-func (s *shard) words(slot int32, stride int) []uint64 {
-	off := int(slot&pageMask) * stride
-	return s.pages[slot>>pageBits][off : off+stride : off+stride]
-}
-
-// logsOf is slot's event logs (nil if the plan keeps none).
-func (s *shard) logsOf(slot int32, p *plan) []eventLog {
-	if p.logs == 0 {
-		return nil
-	}
-	off := int(slot) * p.logs
-	return s.logs[off : off+p.logs : off+p.logs]
-}
-
-// insert makes room for a new key, by eviction if the shard is full, and
-// returns its zeroed slot. The new key starts unreferenced, so a flood of
-// keys seen once evicts itself before it evicts keys in use.
-func (s *shard) insert(h uint64, p *plan, now int64) int32 {
-	for s.live >= s.capacity && s.live > 0 {
+// insert makes room for a new key of hash h, by eviction if the shard is
+// full, and returns its slot, whose state is zero. The new key starts
+// unreferenced, so a flood of keys seen once evicts itself before it
+// evicts keys in use. The slot is valid until the next insert or removal.
+func (s *shard) insert(h uint64, p *plan, now int64) int {
+	for s.table.live >= s.capacity && s.table.live > 0 {
 		s.evict(p, now)
 	}
-	var slot int32
-	if n := len(s.free); n > 0 {
-		slot = s.free[n-1]
-		s.free = s.free[:n-1]
-	} else {
-		slot = s.grow(p)
-	}
-	w := s.words(slot, p.stride)
-	clear(w)
-	w[0] = h
-	s.link(h, slot)
-	s.live++
-	return slot
+	return s.table.add(h)
 }
 
-// grow hands out a slot never used before, adding a page when needed.
-func (s *shard) grow(p *plan) int32 {
-	slot := s.slots
-	if int(slot>>pageBits) == len(s.pages) {
-		s.pages = append(s.pages, make([]uint64, (1<<pageBits)*p.stride))
-		if p.logs > 0 {
-			s.logs = append(s.logs, make([]eventLog, (1<<pageBits)*p.logs)...)
-		}
-	}
-	s.slots++
-	return slot
-}
-
-// evict frees one slot with the CLOCK hand: the first idle key it meets, or
-// the first not used since the hand last passed (clearing the marks of
-// those that were). Two turns always find one.
+// evict removes one key with the CLOCK hand: the first idle key it meets,
+// or the first not used since the hand last passed (clearing the marks of
+// those that were). Nothing moves while the hand turns, so two turns
+// always find one; the removal may then shift records back past the hand,
+// which will miss them this turn (CLOCK is approximate).
 func (s *shard) evict(p *plan, now int64) {
-	for range 2*s.slots + 1 {
-		slot := s.hand
-		s.hand++
-		if s.hand >= s.slots {
-			s.hand = 0
-		}
-		w := s.words(slot, p.stride)
+	t := &s.table
+	n := t.slots()
+	for range 2*n + 1 {
+		i := s.hand & (n - 1)
+		s.hand = i + 1
+		w := t.record(i)
 		switch {
 		case w[0] == 0:
 			continue
-		case w[0]&refBit != 0 && !p.idle(w, s.logsOf(slot, p), now):
+		case w[0]&refBit != 0 && !p.idle(w, t.logsAt(i), now):
 			w[0] &^= refBit
 			continue
 		}
-		s.remove(slot, p)
+		t.remove(i)
 		s.evictions++
 		return
 	}
 }
 
-// remove frees slot.
-func (s *shard) remove(slot int32, p *plan) {
-	w := s.words(slot, p.stride)
-	s.unlink(w[0]&^refBit, slot)
-	w[0] = 0
-	clear(s.logsOf(slot, p))
-	s.free = append(s.free, slot)
-	s.live--
-}
-
-// sweep frees the idle keys of the shard and returns how many.
+// sweep removes the idle keys of the shard and returns how many. A removal
+// shifts a later record into the emptied slot, so that slot is looked at
+// again; a record shifted from the start of the table to its end, already
+// seen, is seen twice, which is harmless.
 func (s *shard) sweep(p *plan, now int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t := &s.table
 	freed := 0
-	for slot := range s.slots {
-		w := s.words(slot, p.stride)
-		if w[0] != 0 && p.idle(w, s.logsOf(slot, p), now) {
-			s.remove(slot, p)
+	for i := 0; i < t.slots(); {
+		w := t.record(i)
+		if w[0] != 0 && p.idle(w, t.logsAt(i), now) {
+			t.remove(i)
 			freed++
+			continue
 		}
+		i++
 	}
 	return freed
 }

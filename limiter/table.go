@@ -1,0 +1,162 @@
+package limiter
+
+// A table holds a shard's keys: an open-addressing hash table whose slots
+// are the keys' records themselves, so that finding a key and reading its
+// state touch one cache line in the common case. A record is stride words:
+// word 0 is the key's hash with refBit (0 marks an empty slot), then the
+// plan's state words. Keys are placed by linear probing from their home
+// slot, the table is at most 3/4 full and doubles when it would be more,
+// and a removal shifts back the records after it that would no longer be
+// found (no tombstones pile up when keys come and go: a flood of new keys
+// evicts one key per request).
+//
+// Invariants: the number of slots is 0 or a power of two; every record lies
+// on the probe path from its home, with no empty slot in between; every
+// word of an empty slot is 0, and so are its event logs.
+//
+// The event logs of a SlidingLog key (eventLogs hold pointers, which
+// []uint64 words cannot) live in a side array indexed by slot, and move
+// with their record.
+type table struct {
+	// what a decision reads first, on the shard lock's cache line
+	recs   []uint64 // slot i: recs[i*stride:][:stride]
+	mask   uint64   // slots − 1; 0 while no slot is allocated
+	stride int      // words a record
+	live   int      // records held
+	nlogs  int      // event logs a record
+
+	logs []eventLog // slot i: logs[i*nlogs:][:nlogs]
+}
+
+// minSlots is the size of a table's first allocation. A shard's table
+// starts there and doubles as keys come, so a limiter bounded to many keys
+// but holding few costs little.
+const minSlots = 16
+
+// newTable is an empty table of records of stride words and nlogs event
+// logs. It allocates nothing until the first key.
+func newTable(stride, nlogs int) table {
+	return table{stride: stride, nlogs: nlogs}
+}
+
+// slots is the number of slots, 0 before the first key.
+func (t *table) slots() int {
+	if t.recs == nil {
+		return 0
+	}
+	return int(t.mask) + 1
+}
+
+// home is the slot where the probe for hash h starts. Bit 0 of a hash is
+// refBit's place, always 0, so it is shifted out.
+func (t *table) home(h uint64) uint64 { return (h >> 1) & t.mask }
+
+// find is the slot of the key whose hash is h (refBit clear), if the table
+// holds it. It reads word 0 of each slot on the probe path, and stops at
+// the first empty one, which the load bound guarantees.
+func (t *table) find(h uint64) (int, bool) {
+	if t.live == 0 {
+		return 0, false
+	}
+	for i := t.home(h); ; i = (i + 1) & t.mask {
+		w := t.recs[int(i)*t.stride]
+		if w&^refBit == h {
+			return int(i), true
+		}
+		if w == 0 {
+			return 0, false
+		}
+	}
+}
+
+// record is the words of slot i: the hash (with refBit), then the state.
+func (t *table) record(i int) []uint64 {
+	off := i * t.stride
+	return t.recs[off : off+t.stride : off+t.stride]
+}
+
+// logsAt is the event logs of slot i (nil if the plan keeps none).
+func (t *table) logsAt(i int) []eventLog {
+	if t.nlogs == 0 {
+		return nil
+	}
+	off := i * t.nlogs
+	return t.logs[off : off+t.nlogs : off+t.nlogs]
+}
+
+// add enters a new key of hash h (refBit clear, not in the table) and
+// returns its slot, whose state words and logs are zero. It first doubles
+// the table if the key would make it more than 3/4 full.
+func (t *table) add(h uint64) int {
+	if 4*(t.live+1) > 3*t.slots() {
+		t.resize(max(minSlots, 2*t.slots()))
+	}
+	i := t.emptySlot(h)
+	t.recs[i*t.stride] = h
+	t.live++
+	return i
+}
+
+// emptySlot is the first empty slot on the probe path of hash h.
+func (t *table) emptySlot(h uint64) int {
+	i := t.home(h)
+	for t.recs[int(i)*t.stride] != 0 {
+		i = (i + 1) & t.mask
+	}
+	return int(i)
+}
+
+// resize moves every record, with its logs, into a new table of n slots (a
+// power of two, above 4/3 of the records held).
+func (t *table) resize(n int) {
+	old := *t
+	t.recs = make([]uint64, n*t.stride)
+	t.logs = nil
+	if t.nlogs > 0 {
+		t.logs = make([]eventLog, n*t.nlogs)
+	}
+	t.mask = uint64(n - 1)
+	for i := range old.slots() {
+		w := old.record(i)
+		if w[0] == 0 {
+			continue
+		}
+		j := t.emptySlot(w[0] &^ refBit)
+		copy(t.record(j), w)
+		copy(t.logsAt(j), old.logsAt(i))
+	}
+}
+
+// remove empties slot i, which holds a record, and shifts back the records
+// after it that its emptying would cut off from their home: each moves,
+// with its logs, into the hole, which moves on to where it was, until the
+// probe path ends. So a record may move from a later slot (cyclically) to
+// slot i or after it: a caller iterating over the slots must look at slot
+// i again.
+func (t *table) remove(i int) {
+	hole := uint64(i)
+	for j := (hole + 1) & t.mask; ; j = (j + 1) & t.mask {
+		w := t.recs[int(j)*t.stride]
+		if w == 0 {
+			break
+		}
+		// the record at j may fill the hole if the hole lies cyclically
+		// between its home and j
+		if (j-t.home(w&^refBit))&t.mask >= (j-hole)&t.mask {
+			t.move(int(j), int(hole))
+			hole = j
+		}
+	}
+	// the last hole: slot i, the removed key's events with it, or the
+	// slot of the last record moved, whose copy is now elsewhere
+	clear(t.record(int(hole)))
+	clear(t.logsAt(int(hole)))
+	t.live--
+}
+
+// move copies the record and the logs of slot from to slot to. Slot from
+// keeps a copy until the caller fills or clears it.
+func (t *table) move(from, to int) {
+	copy(t.record(to), t.record(from))
+	copy(t.logsAt(to), t.logsAt(from))
+}

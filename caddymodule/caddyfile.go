@@ -568,6 +568,23 @@ func flagArg(d *caddyfile.Dispenser, dst *bool) error {
 
 // durationArg reads a Caddy duration ("1m", "1d"), naming what it is in
 // the error.
+// intervalArg reads the one argument of subdirective `what`: a duration
+// greater than zero.
+func intervalArg(d *caddyfile.Dispenser, what string) (time.Duration, error) {
+	var arg string
+	if err := oneArg(d, &arg); err != nil {
+		return 0, err
+	}
+	every, err := durationArg(d, what, arg)
+	if err != nil {
+		return 0, err
+	}
+	if every <= 0 {
+		return 0, d.Errf("%s %s: must be positive", what, arg)
+	}
+	return every, nil
+}
+
 func durationArg(d *caddyfile.Dispenser, what, s string) (time.Duration, error) {
 	dur, err := caddy.ParseDuration(s)
 	if err == nil && dur < 0 {

@@ -51,16 +51,9 @@ func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *ruleSpec) (*rule
 		if handler.SweepInterval != 0 {
 			return nil, d.Errf("sweep_interval already given")
 		}
-		var arg string
-		if err := oneArg(d, &arg); err != nil {
-			return nil, err
-		}
-		every, err := durationArg(d, "sweep_interval", arg)
+		every, err := intervalArg(d, "sweep_interval")
 		if err != nil {
 			return nil, err
-		}
-		if every <= 0 {
-			return nil, d.Errf("sweep_interval %s: must be positive", arg)
 		}
 		handler.SweepInterval = caddy.Duration(every)
 

@@ -36,16 +36,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "sweep_interval":
-			var arg string
-			if err := oneArg(d, &arg); err != nil {
-				return nil, err
-			}
-			every, err := durationArg(d, "sweep_interval", arg)
+			every, err := intervalArg(d, "sweep_interval")
 			if err != nil {
 				return nil, err
-			}
-			if every <= 0 {
-				return nil, d.Errf("sweep_interval %s: must be positive", arg)
 			}
 			app.SweepInterval = caddy.Duration(every)
 

@@ -25,11 +25,12 @@ type App struct {
 	// SweepInterval is how often idle keys are freed. Default: 1m.
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
 
-	logger   *zap.Logger
-	pending  []pendingRule
-	handlers int // rate_limit handlers in this config; set while provisioning
-	stop     chan struct{}
-	done     chan struct{}
+	logger    *zap.Logger
+	pending   []pendingRule
+	committed *sync.Once // puts pending in force: at Start, or at the first request if sooner
+	handlers  int        // rate_limit handlers in this config; set while provisioning
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -43,6 +44,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // Provision sets defaults.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.committed = new(sync.Once)
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
 	}
@@ -61,10 +63,27 @@ func (a *App) Validate() error {
 // previous config take the new limits now (not at Provision, so a config
 // that fails to load changes nothing), and begins sweeping idle keys.
 func (a *App) Start() error {
-	registry.commit(a.pending)
-	a.pending = nil
+	a.commit()
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	go a.sweep(time.Duration(a.SweepInterval))
+	return nil
+}
+
+// commit puts this config's rules in force, once. Caddy starts apps in no
+// set order, so the http app may serve the new handlers before this app
+// starts: their first request commits too, so that no request is decided
+// by a successor that has not yet adopted its predecessor's keys.
+func (a *App) commit() {
+	if a.committed != nil { // nil: not provisioned (unit tests)
+		a.committed.Do(func() { registry.commit(a, a.pending) })
+	}
+}
+
+// Cleanup puts back the rules this config put in force if the config that
+// ran before it is still running (this one failed to start), so a config
+// that fails to load changes nothing.
+func (a *App) Cleanup() error {
+	registry.revert(a)
 	return nil
 }
 
@@ -142,6 +161,12 @@ type rules struct {
 type sharedLimiter struct {
 	lim  *limiter.Limiter
 	refs int
+
+	// What the last commit replaced, so that a config that fails to start
+	// can put it back.
+	owner   *App // the app whose commit put lim in force
+	prev    *limiter.Limiter
+	prevCfg limiter.Config
 }
 
 // acquire returns the limiter registered under name if it can keep its
@@ -180,12 +205,14 @@ func (rs *rules) addRef(name string) {
 	rs.mu.Unlock()
 }
 
-// commit puts a starting config's rules in force.
-func (rs *rules) commit(pending []pendingRule) {
+// commit puts a starting config's rules in force, remembering what they
+// replace.
+func (rs *rules) commit(owner *App, pending []pendingRule) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for _, p := range pending {
 		if s, ok := rs.byName[p.name]; ok {
+			s.owner, s.prev, s.prevCfg = owner, s.lim, s.lim.Config()
 			s.lim = p.lim
 		}
 		if p.from != nil {
@@ -193,6 +220,25 @@ func (rs *rules) commit(pending []pendingRule) {
 		} else {
 			p.lim.Reconfigure(p.cfg) // always kept: acquire checked the layout
 		}
+	}
+}
+
+// revert puts back what owner's commit replaced, where owner is still the
+// last to have committed: owner's config is being cleaned up without a
+// newer config having taken over those rules, so either it failed to start
+// (and the config before it is still running) or its rules are going away
+// with it (and putting them back is harmless).
+func (rs *rules) revert(owner *App) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, s := range rs.byName {
+		if s.owner != owner {
+			continue
+		}
+		if s.prev == s.lim {
+			s.lim.Reconfigure(s.prevCfg) // same layout: the limits go back
+		}
+		s.lim, s.owner, s.prev = s.prev, nil, nil
 	}
 }
 
@@ -227,7 +273,8 @@ func (rs *rules) sweep(now time.Time) {
 
 // Interface guards
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
-	_ caddy.Validator   = (*App)(nil)
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
 )

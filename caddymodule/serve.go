@@ -24,6 +24,7 @@ const statusClientClosed = 499
 // given back, and the request is answered 429. Otherwise it is held for
 // the longest leaky-bucket delay, then passed on.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	h.app.commit()
 	now := time.Now()
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var took takings // this handler's rules decided so far

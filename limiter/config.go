@@ -26,6 +26,10 @@ const (
 	// MaxCount is the largest limit or burst, in units per window: counts
 	// are kept in 32 bits.
 	MaxCount = 1<<32 - 1
+	// MaxLogCount is the largest SlidingLog limit: its event ring is
+	// indexed in 32 bits. A log costs 16 bytes per admission held, so a
+	// large limit is memory the operator chooses to spend.
+	MaxLogCount = 1<<31 - 1
 	// MinWindow and MaxWindow bound a limit's window.
 	MinWindow = time.Millisecond
 	MaxWindow = 366 * 24 * time.Hour
@@ -91,6 +95,9 @@ func (c Config) Validate() error {
 	for _, l := range c.Limits {
 		if l.Count < 1 || l.Count > MaxCount {
 			return fmt.Errorf("limit %d: must be between 1 and %d", l.Count, int64(MaxCount))
+		}
+		if c.Algorithm == SlidingLog && l.Count > MaxLogCount {
+			return fmt.Errorf("limit %d: sliding_log keeps an event per admission, at most %d; use sliding_window for larger limits", l.Count, MaxLogCount)
 		}
 		if l.Window < MinWindow || l.Window > MaxWindow {
 			return fmt.Errorf("window %s: must be between %s and %s", l.Window, MinWindow, MaxWindow)

@@ -49,8 +49,8 @@ func (d *Decision) Binding() Quota {
 	return d.Quotas[best]
 }
 
-// deny records that limit i turned the request away and when it could
-// pass again.
+// deny records that a limit turned the request away, and when the request
+// could pass again (the latest of the limits that denied it).
 func (d *Decision) deny(retry int64) {
 	d.Allowed = false
 	if r := time.Duration(retry); r > d.RetryAfter {

@@ -48,18 +48,25 @@ func (l *Limiter) Reconfigure(cfg Config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if !p.sameLayout(l.plan.Load()) {
+	if !l.fits(p) {
 		return false, nil
 	}
 	l.setPlan(p)
 	return true, nil
 }
 
+// fits is true if l's keys can be read under p, and l's shards suit p's
+// key bound (shards are chosen from MaxKeys at New: a bound that moves far
+// enough to want another number of shards needs a successor).
+func (l *Limiter) fits(p *plan) bool {
+	return p.sameLayout(l.plan.Load()) && shardCount(p.maxKeys) == len(l.shards)
+}
+
 // Keeps reports whether Reconfigure(cfg) would keep the keys' state: cfg is
 // valid and lays keys out as the configuration in force does.
 func (l *Limiter) Keeps(cfg Config) bool {
 	p, err := newPlan(cfg)
-	return err == nil && p.sameLayout(l.plan.Load())
+	return err == nil && l.fits(p)
 }
 
 // setPlan installs p and shares its key bound between the shards.

@@ -239,14 +239,16 @@ func TestReconfigure(t *testing.T) {
 		{at: 0, cost: 0, ok: true, rem: 0, reset: s1},
 	})
 	// a longer window that starts at the same instant keeps the count
-	reconf(Config{Algorithm: FixedWindow, Limits: []Limit{{10, 2 * s1}}, MaxKeys: 5000}, true)
+	reconf(Config{Algorithm: FixedWindow, Limits: []Limit{{10, 2 * s1}}, MaxKeys: 900_000}, true)
 	run(t, l, []tstep{{at: 0, cost: 1, ok: true, rem: 4, reset: 2 * s1}})
+	// a key bound that wants fewer shards needs a successor
+	reconf(Config{Algorithm: FixedWindow, Limits: []Limit{{10, 2 * s1}}, MaxKeys: 5000}, false)
 	// another layout changes nothing
 	reconf(Config{Algorithm: SlidingWindow, Limits: []Limit{{10, 2 * s1}}}, false)
 	reconf(Config{Algorithm: FixedWindow, Limits: []Limit{{10, 2 * s1}, {100, time.Hour}}}, false)
 	reconf(Config{Algorithm: FixedWindow, Limits: []Limit{{10, 2 * s1}}, Burst: 3}, false)
 	reconf(Config{Algorithm: FixedWindow, Limits: []Limit{{10, 2 * s1}}, Shares: true}, false)
-	if c := l.Config(); c.Algorithm != FixedWindow || c.Limits[0] != (Limit{10, 2 * s1}) || c.MaxKeys != 5000 {
+	if c := l.Config(); c.Algorithm != FixedWindow || c.Limits[0] != (Limit{10, 2 * s1}) || c.MaxKeys != 900_000 {
 		t.Errorf("Config() = %+v after refused reconfigurations", c)
 	}
 	run(t, l, []tstep{{at: 0, cost: 1, ok: true, rem: 3, reset: 2 * s1}})
@@ -304,6 +306,9 @@ func TestDeletePeekContains(t *testing.T) {
 func TestExtremes(t *testing.T) {
 	for _, algo := range allAlgorithms {
 		for _, lim := range []Limit{{1, ms}, {1, 30 * 24 * time.Hour}, {1e9, ms}, {1e9, 30 * 24 * time.Hour}, {1e9, s1}, {MaxCount, MaxWindow}, {7, MaxWindow}} {
+			if algo == SlidingLog && lim.Count > MaxLogCount {
+				lim.Count = MaxLogCount
+			}
 			cfg := Config{Algorithm: algo, Limits: []Limit{lim}}
 			if algo == LeakyBucket {
 				cfg.MaxDelay = MaxWindow // a queue as long as the window: N units at once

@@ -27,9 +27,10 @@ func fixedWindow(s *step, a, b uint64, now, w, n, cost int64) {
 }
 
 // refundFixedWindow gives back cost units taken in the window that holds
-// now; units of a window already past are gone anyway.
+// now (the decision's time), if the key is still in it: units of a window
+// already past are gone anyway.
 func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
-	if int64(a) < alignDown(now, w) {
+	if int64(a) != alignDown(now, w) { // a window past, or one the key has moved on to
 		return a, b
 	}
 	return a, b - min(b, uint64(cost))
@@ -110,12 +111,17 @@ func slidingRetry(now, cur, w, n, prev, curr, cost int64) int64 {
 	return max(next+e, 1)
 }
 
-// refundSlidingWindow gives back cost units counted in the window that
-// started at a, if it is the current or the previous one.
+// refundSlidingWindow gives back cost units taken in the window that holds
+// now (the decision's time): from the current count or, if the key has
+// since moved on one window, from the previous one.
 func refundSlidingWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
-	if int64(a) < alignDown(now, w)-w {
-		return a, b
+	switch took := alignDown(now, w); int64(a) {
+	case took: // still the current count
+		curr := b & math.MaxUint32
+		return a, b&^math.MaxUint32 | (curr - min(curr, uint64(cost)))
+	case took + w: // the key has moved on a window: the units are in prev
+		prev := b >> 32
+		return a, (prev-min(prev, uint64(cost)))<<32 | b&math.MaxUint32
 	}
-	curr := b & math.MaxUint32
-	return a, b&^math.MaxUint32 | (curr - min(curr, uint64(cost)))
+	return a, b
 }

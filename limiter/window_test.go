@@ -148,3 +148,32 @@ func TestSlidingWindowRetryExact(t *testing.T) {
 		t.Fatalf("only %d denials tested", denials)
 	}
 }
+
+// TestRefundAfterRollover: a refund made with the decision's time gives
+// the units back to the window that took them, not to a later one the key
+// has moved on to.
+func TestRefundAfterRollover(t *testing.T) {
+	for _, algo := range []Algorithm{FixedWindow, SlidingWindow} {
+		t.Run(string(algo), func(t *testing.T) {
+			l := mustNew(t, Config{Algorithm: algo, Limits: []Limit{{2, time.Second}}})
+			first := base.Add(900 * time.Millisecond)
+			next := base.Add(time.Second + 100*time.Millisecond)
+			l.AllowAt("k", first, 1)
+			for range 2 {
+				l.AllowAt("k", next, 1)
+			}
+			before := l.PeekAt("k", next, 0).Quotas[0].Remaining
+			l.RefundAt("k", first, 1, 1)
+			after := l.PeekAt("k", next, 0).Quotas[0].Remaining
+			if algo == FixedWindow && after != before {
+				t.Fatalf("fixed window: remaining %d after the refund, want %d: the refunded unit belonged to the window before", after, before)
+			}
+			if algo == SlidingWindow && after < before {
+				t.Fatalf("sliding window: remaining fell from %d to %d", before, after)
+			}
+			if d := l.PeekAt("k", next, 1); d.Allowed && algo == FixedWindow {
+				t.Fatal("fixed window: the full window admits again after a refund of an older unit")
+			}
+		})
+	}
+}

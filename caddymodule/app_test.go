@@ -1,0 +1,91 @@
+package caddymodule
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+func hourlyLimit(n int64) limiter.Config {
+	return limiter.Config{Limits: []limiter.Limit{{Count: n, Window: time.Hour}}}
+}
+
+func provisionedApp() *App { return &App{committed: new(sync.Once)} }
+
+// TestRegistryCommitAndRevert: a reload's limits apply when it commits, and
+// a config that fails to start (cleaned up while it still owns the rule)
+// puts the running config's limits back.
+func TestRegistryCommitAndRevert(t *testing.T) {
+	const name = "test commit and revert"
+	running := provisionedApp()
+	lim, err := running.limiterFor(name, hourlyLimit(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running.commit()
+	defer registry.release(name)
+
+	failing := provisionedApp()
+	same, err := failing.limiterFor(name, hourlyLimit(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same != lim {
+		t.Fatal("a limit change should keep the limiter")
+	}
+	if got := lim.Config().Limits[0].Count; got != 5 {
+		t.Fatalf("before the new config commits: limit %d, want 5", got)
+	}
+	failing.commit()
+	if got := lim.Config().Limits[0].Count; got != 50 {
+		t.Fatalf("after commit: limit %d, want 50", got)
+	}
+	failing.Cleanup()
+	registry.release(name)
+	if got := lim.Config().Limits[0].Count; got != 5 {
+		t.Fatalf("after the failed config's cleanup: limit %d, want 5 again", got)
+	}
+}
+
+// TestRegistrySuccessorAdoptsAtCommit: a layout change gives the new config
+// a successor that takes the running counters when it commits, and a
+// failed start puts the running limiter back in the registry.
+func TestRegistrySuccessorAdoptsAtCommit(t *testing.T) {
+	const name = "test successor"
+	running := provisionedApp()
+	lim, err := running.limiterFor(name, hourlyLimit(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running.commit()
+	defer registry.release(name)
+	now := time.Now()
+	for range 3 {
+		lim.AllowAt("k", now, 1)
+	}
+
+	next := provisionedApp()
+	cfg := hourlyLimit(5)
+	cfg.Burst = 10
+	succ, err := next.limiterFor(name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if succ == lim {
+		t.Fatal("adding a burst should make a successor")
+	}
+	next.commit()
+	if d := succ.PeekAt("k", now, 0); d.Quotas[0].Remaining != 2 {
+		t.Fatalf("successor: %d remaining, want 2 (the running counters)", d.Quotas[0].Remaining)
+	}
+	next.Cleanup()
+	registry.release(name)
+	registry.mu.Lock()
+	got := registry.byName[name].lim
+	registry.mu.Unlock()
+	if got != lim {
+		t.Fatal("after a failed start the registry should hold the running limiter again")
+	}
+}

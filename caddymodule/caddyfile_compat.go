@@ -56,6 +56,8 @@ func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *ruleSpec) (*rule
 			return nil, err
 		}
 		handler.SweepInterval = caddy.Duration(every)
+		caddy.Log().Warn("rate_limit: sweep_interval in a rate_limit block is accepted for caddy-ratelimit configs and has no effect; idle keys are swept by the rate_limit global option's sweep_interval",
+			zap.String("file", d.File()), zap.Int("line", d.Line()))
 
 	case "distributed", "storage":
 		tok := d.Token()

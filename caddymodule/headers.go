@@ -88,6 +88,9 @@ func ceilSeconds(d time.Duration) int64 {
 const (
 	hdrRateLimit       = "Ratelimit"
 	hdrRateLimitPolicy = "Ratelimit-Policy"
+	hdrLimit           = "X-Ratelimit-Limit"
+	hdrRemaining       = "X-Ratelimit-Remaining"
+	hdrReset           = "X-Ratelimit-Reset"
 )
 
 // setHeaders writes a rule's rate-limit headers for decision d.
@@ -107,9 +110,9 @@ func (r *rule) setHeaders(h http.Header, d *limiter.Decision) {
 	}
 	if r.legacy {
 		q := d.Binding()
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(q.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(q.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(q.Reset), 10))
+		h[hdrLimit] = []string{strconv.FormatInt(q.Limit, 10)}
+		h[hdrRemaining] = []string{strconv.FormatInt(q.Remaining, 10)}
+		h[hdrReset] = []string{strconv.FormatInt(ceilSeconds(q.Reset), 10)}
 	}
 }
 

@@ -117,16 +117,29 @@ func parseIPPrefixSource(word string) (keySource, error) {
 
 // clientIP is the request's client address as Caddy sees it ({client_ip}:
 // the peer, or the forwarded address when the peer is a trusted proxy).
+// An IPv4 client seen through an IPv6 socket is keyed by its IPv4 address.
 func clientIP(r *http.Request) string {
-	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
-		return ip
+	ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	if !ok || ip == "" {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		ip = host
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+	if strings.HasPrefix(ip, "::ffff:") {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			return a.Unmap().String()
+		}
 	}
-	return host
+	return ip
 }
+
+// fallbackKey is the key of a request keyed by client IP because its own
+// key is missing (on_missing_key ip). The NUL it starts with cannot occur in
+// a key part (keyOf refuses control characters), so no header or query
+// value can name another client's fallback counter.
+func fallbackKey(r *http.Request) string { return "\x00" + clientIP(r) }
 
 // value is this source's part of the key, "" when the request has none.
 func (src keySource) value(r *http.Request, repl *caddy.Replacer) string {
@@ -193,15 +206,19 @@ func unescape(s string) string {
 
 // keyOf builds a request's key from the rule's sources; ok is false if any
 // part is missing.
+//
+// A part holding a control character counts as missing: parts are joined
+// with one, and fallback keys start with one, so a client must not be able
+// to forge them.
 func keyOf(srcs []keySource, r *http.Request, repl *caddy.Replacer) (key string, ok bool) {
 	if len(srcs) == 1 {
 		key = srcs[0].value(r, repl)
-		return key, key != ""
+		return key, key != "" && !hasControl(key)
 	}
 	var b strings.Builder
 	for i, src := range srcs {
 		v := src.value(r, repl)
-		if v == "" {
+		if v == "" || hasControl(v) {
 			return "", false
 		}
 		if i > 0 {
@@ -210,4 +227,14 @@ func keyOf(srcs []keySource, r *http.Request, repl *caddy.Replacer) (key string,
 		b.WriteString(v)
 	}
 	return b.String(), true
+}
+
+// hasControl reports whether s holds an ASCII control character.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }

@@ -80,7 +80,7 @@ func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time
 	if len(earlier) == 0 && len(mine) == 0 {
 		return
 	}
-	for _, k := range []string{hdrRateLimit, hdrRateLimitPolicy, "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
+	for _, k := range []string{hdrRateLimit, hdrRateLimitPolicy, hdrLimit, hdrRemaining, hdrReset} {
 		delete(hdr, k)
 	}
 	for _, ts := range [][]taken{earlier, mine} {

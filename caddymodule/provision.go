@@ -3,11 +3,13 @@ package caddymodule
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -79,6 +81,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		r.lim, err = h.app.limiterFor(r.Name, r.limiterConfig())
 		if err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
+		}
+		if slices.Contains(r.By, "user_id") {
+			h.logger.Warn("rule keys by user_id: {http.auth.user.id} is set by authentication handlers, which run after rate_limit in the default order; put basic_auth/forward_auth before rate_limit in a route block, or requests will have no key",
+				zap.String("rule", r.Name))
 		}
 		h.rules = append(h.rules, r)
 	}

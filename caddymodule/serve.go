@@ -41,7 +41,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if !ok {
 			switch ru.OnMissingKey {
 			case missingIP:
-				key = clientIP(r)
+				key = fallbackKey(r)
 			case missingDeny:
 				h.undo(w.Header(), r, &took, now)
 				return caddyhttp.Error(http.StatusForbidden, fmt.Errorf("rate limit %s: request has no key", ru.Name))
@@ -66,7 +66,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			cost = 0
 		}
 		took.add(taken{ru, key, cost})
-		delay = max(delay, d.Delay)
+		if !ru.Shadow { // a shadow rule never holds a request either
+			delay = max(delay, d.Delay)
+		}
 	}
 	if h.app.handlers > 1 && took.n > 0 {
 		// a later rate_limit handler may deny: leave the record where it
@@ -118,9 +120,11 @@ func (ru *rule) costOf(repl *caddy.Replacer) (int64, error) {
 	if v == "" {
 		return 1, nil // the placeholder is empty: the default cost
 	}
+	// At least 1: a cost of 0 takes nothing and always passes, so a cost
+	// a client can influence must not be able to reach it.
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("rate limit %s: cost %q is not a whole number ≥ 0", ru.Name, v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("rate limit %s: cost %q is not a whole number ≥ 1", ru.Name, v)
 	}
 	return n, nil
 }

@@ -111,3 +111,47 @@ func TestAllOrNothingWithinHandler(t *testing.T) {
 		t.Fatalf("wide has %d remaining, want 8", d.Quotas[0].Remaining)
 	}
 }
+
+// TestFallbackKeyCannotBeNamed: with on_missing_key ip, a client that sends
+// another client's IP as its key does not spend that client's quota.
+func TestFallbackKeyCannotBeNamed(t *testing.T) {
+	h := chain(testHandler(t, new(App), Rule{
+		Name:         "api",
+		Limits:       []Limit{{Count: 2, Window: caddy.Duration(time.Hour)}},
+		By:           []string{"header X-Api-Key"},
+		OnMissingKey: missingIP,
+	}))
+	for range 2 {
+		r := newRequest("203.0.113.9")
+		r.Header.Set("X-Api-Key", "192.0.2.7")
+		status(t, h, r)
+	}
+	if s := status(t, h, newRequest("192.0.2.7")); s != http.StatusOK {
+		t.Fatalf("victim without a key: status %d, want 200", s)
+	}
+	r := newRequest("203.0.113.9")
+	r.Header.Set("X-Api-Key", "\x00192.0.2.7")
+	if _, ok := keyOf(testHandler(t, new(App), Rule{Name: "k", Limits: []Limit{{Count: 1, Window: 1e9}}, By: []string{"header X-Api-Key"}}).rules[0].keys, r, caddy.NewReplacer()); ok {
+		t.Fatal("a key holding a control character must count as missing")
+	}
+}
+
+// TestShadowLeakyDoesNotHold: a shadow rule never delays a request.
+func TestShadowLeakyDoesNotHold(t *testing.T) {
+	h := chain(testHandler(t, new(App), Rule{
+		Name:      "slow",
+		Limits:    []Limit{{Count: 1, Window: caddy.Duration(time.Hour)}},
+		Algorithm: "leaky_bucket",
+		MaxDelay:  caddy.Duration(2 * time.Hour),
+		Shadow:    true,
+	}))
+	status(t, h, newRequest("192.0.2.1"))
+	// The second request is over the rate: a held request would see its
+	// context end and be answered 499.
+	r := newRequest("192.0.2.1")
+	ctx, cancel := context.WithCancel(r.Context())
+	cancel()
+	if s := status(t, h, r.WithContext(ctx)); s != http.StatusOK {
+		t.Fatalf("status %d, want 200: a shadow rule must not hold a request", s)
+	}
+}

@@ -3,7 +3,7 @@ package integration
 import "testing"
 
 // TestCost checks fixed and per-request costs, that a cost that is not a
-// whole number ≥ 0 is answered 400, and that an empty cost placeholder
+// whole number ≥ 1 is answered 400, and that an empty cost placeholder
 // costs the default 1.
 func TestCost(t *testing.T) {
 	t.Parallel()
@@ -36,7 +36,7 @@ func TestCost(t *testing.T) {
 		{"192.0.2.1", "3", 200},
 		{"192.0.2.1", "3", 429}, // 3 + 3 > 5
 		{"192.0.2.1", "2", 200}, // the denied 3 took nothing
-		{"192.0.2.1", "0", 200},
+		{"192.0.2.1", "0", 400}, // a placeholder cost is at least 1: 0 would pass any limit
 		{"192.0.2.1", "1", 429},
 		{"192.0.2.2", "5", 200},
 		{"192.0.2.3", "6", 429}, // more than the limit: never passes

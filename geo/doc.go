@@ -1,0 +1,31 @@
+// Package geo tells which country a client address is in, and what factor
+// a rule's geo_multiplier gives that country.
+//
+// A DB reads a MaxMind-format database: GeoLite2 or GeoIP2 Country or City,
+// DB-IP Country or City, or any .mmdb whose records hold country.iso_code.
+// Open checks the whole file, so a missing, unreadable, corrupt or
+// country-less database (an ASN one, say) is an error at config load that
+// names the path, never a surprise on a request. The database is
+// memory-mapped and its recent records are cached: it is meant to be
+// opened once per process and shared by every rule and across config
+// reloads (the Caddy module keeps it in a usage pool), and closed when the
+// last user is gone.
+//
+// DB.Country returns the ISO 3166-1 alpha-2 code, in upper case, for IPv4,
+// IPv6 and IPv4-mapped IPv6 addresses. ok=false means the country is
+// unknown: the database has no record for the address (private, loopback
+// and other reserved addresses, or public ones outside every network) or
+// its record names no country. Country is safe for concurrent use and
+// allocates nothing: codes come from a fixed table of strings.
+//
+// Multipliers hold the per-country factors, parsed from the Caddyfile form
+// (ParseMultipliers: "RU 1.5 US 1.0 default 0.5") or the JSON and YAML
+// form (FromMap). Multipliers.For takes Country's results as they are and
+// gives the default, 1 unless set, for an unknown country.
+//
+//	code, ok := db.Country(clientIP)
+//	factor := multipliers.For(code, ok) // 0 blocks
+//
+// The package is plain Go: it never imports Caddy, so it is tested and
+// fuzzed without a server.
+package geo

@@ -131,6 +131,8 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 		return
 	}
 	if len(p.limits) == 1 && p.burstW == 0 {
+		// every leaky bucket (one limit, no burst bucket) takes this path:
+		// only decideOne reports a Delay
 		p.decideOne(d, words, logs, now, cost, scale, take)
 		return
 	}
@@ -148,7 +150,6 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 		}
 		next[i] = [2]uint64{s.a, s.b}
 		d.Quotas[i] = s.quota
-		d.Delay = time.Duration(s.delay)
 	}
 	var burst step
 	if p.burstW != 0 {
@@ -179,9 +180,6 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 	}
 	if cost == 0 { // takes nothing, so nothing can deny it
 		d.Allowed, d.RetryAfter = true, 0
-	}
-	if !d.Allowed || cost == 0 {
-		d.Delay = 0
 	}
 	if !d.Allowed || !take {
 		return

@@ -14,18 +14,26 @@ func hourlyLimit(n int64) limiter.Config {
 
 func provisionedApp() *App { return &App{committed: new(sync.Once)} }
 
+// runningRule puts rule name in force under cfg, as a running config
+// would, and returns its limiter; the rule is released at the end.
+func runningRule(t *testing.T, name string, cfg limiter.Config) *limiter.Limiter {
+	t.Helper()
+	running := provisionedApp()
+	lim, err := running.limiterFor(name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running.commit()
+	t.Cleanup(func() { registry.release(name) })
+	return lim
+}
+
 // TestRegistryCommitAndRevert: a reload's limits apply when it commits, and
 // a config that fails to start (cleaned up while it still owns the rule)
 // puts the running config's limits back.
 func TestRegistryCommitAndRevert(t *testing.T) {
 	const name = "test commit and revert"
-	running := provisionedApp()
-	lim, err := running.limiterFor(name, hourlyLimit(5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	running.commit()
-	defer registry.release(name)
+	lim := runningRule(t, name, hourlyLimit(5))
 
 	failing := provisionedApp()
 	same, err := failing.limiterFor(name, hourlyLimit(50))
@@ -54,13 +62,7 @@ func TestRegistryCommitAndRevert(t *testing.T) {
 // failed start puts the running limiter back in the registry.
 func TestRegistrySuccessorAdoptsAtCommit(t *testing.T) {
 	const name = "test successor"
-	running := provisionedApp()
-	lim, err := running.limiterFor(name, hourlyLimit(5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	running.commit()
-	defer registry.release(name)
+	lim := runningRule(t, name, hourlyLimit(5))
 	now := time.Now()
 	for range 3 {
 		lim.AllowAt("k", now, 1)

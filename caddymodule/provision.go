@@ -33,12 +33,18 @@ type rule struct {
 // matchers, which need the context).
 func newRule(cfg Rule) (*rule, error) {
 	r := &rule{Rule: cfg, cost: 1}
-	if err := r.validate(); err != nil {
+	if err := cfg.checkFields(); err != nil {
 		return nil, err
 	}
-	r.keys, _ = parseKeySources(r.By)
+	var err error
+	if r.keys, err = parseKeySources(r.By); err != nil {
+		return nil, err
+	}
 	for _, e := range r.Exempt {
-		p, _ := parsePrefix(e)
+		p, err := parsePrefix(e)
+		if err != nil {
+			return nil, err
+		}
 		r.exempt = append(r.exempt, p)
 	}
 	switch {
@@ -46,7 +52,9 @@ func newRule(cfg Rule) (*rule, error) {
 	case strings.Contains(r.Cost, "{"):
 		r.costText = r.Cost
 	default:
-		r.cost, _ = strconv.ParseInt(r.Cost, 10, 64)
+		if r.cost, err = strconv.ParseInt(r.Cost, 10, 64); err != nil || r.cost < 0 {
+			return nil, fmt.Errorf("cost %q: want a whole number ≥ 0 or a placeholder", r.Cost)
+		}
 	}
 	r.ietf = r.Headers == "" || r.Headers == headersIETF || r.Headers == headersBoth
 	r.legacy = r.Headers == headersLegacy || r.Headers == headersBoth

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -128,8 +127,16 @@ func (r *Rule) limiterConfig() limiter.Config {
 	return cfg
 }
 
-// validate checks the rule's fields, in words fit for a config error.
+// validate checks the rule, in words fit for a config error: everything
+// newRule would refuse.
 func (r *Rule) validate() error {
+	_, err := newRule(*r)
+	return err
+}
+
+// checkFields checks the fields that need no parsing: the name, the
+// limits, and the enumerated values.
+func (r *Rule) checkFields() error {
 	if r.Name == "" {
 		return fmt.Errorf("rule has no name (the Caddyfile adapter derives one; JSON configs must set it)")
 	}
@@ -152,18 +159,7 @@ func (r *Rule) validate() error {
 	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
 		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
 	}
-	if r.Cost != "" && !strings.Contains(r.Cost, "{") {
-		if n, err := strconv.ParseInt(r.Cost, 10, 64); err != nil || n < 0 {
-			return fmt.Errorf("cost %q: want a whole number ≥ 0 or a placeholder", r.Cost)
-		}
-	}
-	for _, e := range r.Exempt {
-		if _, err := parsePrefix(e); err != nil {
-			return err
-		}
-	}
-	_, err := parseKeySources(r.By)
-	return err
+	return nil
 }
 
 // parsePrefix reads a CIDR or a single address as a prefix.

@@ -63,7 +63,11 @@ func run(t *testing.T, l *Limiter, steps []tstep) {
 			l.RefundAt(key, now, s.cost, scale)
 			continue
 		case peek:
-			d = l.PeekAt(key, now, s.cost)
+			if s.scale != 0 {
+				d = l.PeekScaledAt(key, now, s.cost, s.scale)
+			} else {
+				d = l.PeekAt(key, now, s.cost)
+			}
 		default:
 			if s.scale != 0 {
 				d = l.AllowScaledAt(key, now, s.cost, s.scale)

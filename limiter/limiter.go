@@ -145,7 +145,13 @@ func (l *Limiter) RefundAt(key string, now time.Time, cost int64, scale float64)
 
 // PeekAt is the decision a request of cost units would get at now, taking
 // nothing and creating no key.
-func (l *Limiter) PeekAt(key string, now time.Time, cost int64) (d Decision) {
+func (l *Limiter) PeekAt(key string, now time.Time, cost int64) Decision {
+	return l.PeekScaledAt(key, now, cost, 1)
+}
+
+// PeekScaledAt is PeekAt with every limit and burst multiplied by scale,
+// as in AllowScaledAt.
+func (l *Limiter) PeekScaledAt(key string, now time.Time, cost int64, scale float64) (d Decision) {
 	p := l.plan.Load()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
@@ -153,12 +159,12 @@ func (l *Limiter) PeekAt(key string, now time.Time, cost int64) (d Decision) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slot, ok := s.table.find(h); ok {
-		p.decide(&d, s.table.record(slot), s.table.logsAt(slot), t, cost, 1, false)
+		p.decide(&d, s.table.record(slot), s.table.logsAt(slot), t, cost, scale, false)
 		return d
 	}
 	var fresh [2*MaxLimits + 4]uint64 // hash, 2 words a limit, burst bucket, share
 	var logs [MaxLimits]eventLog
-	p.decide(&d, fresh[:p.stride], logs[:p.logs], t, cost, 1, false)
+	p.decide(&d, fresh[:p.stride], logs[:p.logs], t, cost, scale, false)
 	return d
 }
 

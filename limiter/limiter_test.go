@@ -163,6 +163,8 @@ func TestScale(t *testing.T) {
 		{at: 0, cost: 3, ok: true, rem: 0, reset: s1, scale: 0.5},
 		{at: 0, cost: 1, ok: false, rem: 0, reset: s1, retry: s1, scale: 0.5},
 		{at: 0, cost: 1, ok: true, rem: 4, reset: s1},
+		{at: 0, cost: 0, ok: true, rem: 9, reset: s1, scale: 1.5, op: peek},
+		{at: 0, cost: 0, ok: true, rem: 0, reset: s1, scale: 0.5, op: peek},
 		{at: 0, cost: 5, ok: true, rem: 4, reset: s1, scale: 1.5},
 		// over the scaled-down limit: only cost 0 passes
 		{at: 0, cost: 0, ok: true, rem: 0, reset: s1, scale: 0.5},

@@ -8,7 +8,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -18,13 +20,32 @@ func init() {
 
 // App is the process-wide side of rate limiting (global option
 // `rate_limit`): it owns the rules' counters, so that they survive config
-// reloads, and sweeps idle keys. Handlers find it through ctx.App; it needs
-// no configuration of its own yet (the geo database and the cluster will
-// live here).
+// reloads, sweeps idle keys, and tells the country of a client for rules
+// with geo_multiplier. Handlers find it through ctx.App.
 type App struct {
 	// SweepInterval is how often idle keys are freed. Default: 1m.
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
 
+	// GeoIP is the path of a MaxMind-format database (GeoLite2 or GeoIP2
+	// Country or City, DB-IP Country or City) that gives the country of a
+	// client IP to rules with geo_multiplier. It is read when the config
+	// loads (a missing, unreadable, corrupt or country-less file fails the
+	// load, naming the path) and shared by later configs while the file is
+	// unchanged; a reload after the file changed reads it anew. Global
+	// placeholders such as {env.GEOIP_DB} are replaced. Default: none.
+	GeoIP string `json:"geoip,omitempty"`
+
+	// GeoHeader names a request header that holds the client's country
+	// code, set by a proxy or CDN in front of Caddy (CF-IPCountry,
+	// CloudFront-Viewer-Country). It is believed only on requests whose
+	// immediate peer is one of the server's trusted_proxies, so clients
+	// cannot choose their own country; elsewhere, or when it names no
+	// country (XX, T1), the geoip database decides if there is one.
+	// Default: none.
+	GeoHeader string `json:"geo_header,omitempty"`
+
+	geo       *geo.DB  // from GeoIP
+	geoFile   *geoFile // its key in geoDatabases, to release
 	logger    *zap.Logger
 	pending   []pendingRule
 	committed *sync.Once // puts pending in force: at Start, or at the first request if sooner
@@ -48,13 +69,26 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
 	}
+	if a.GeoIP != "" {
+		db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(a.GeoIP, ""))
+		if err != nil {
+			return err
+		}
+		a.geo, a.geoFile = db, &file
+	}
 	return nil
 }
+
+// hasCountries is true if the app can tell a client's country.
+func (a *App) hasCountries() bool { return a.geo != nil || a.GeoHeader != "" }
 
 // Validate checks the configuration.
 func (a *App) Validate() error {
 	if a.SweepInterval < 0 {
 		return fmt.Errorf("sweep_interval %s: must not be negative", time.Duration(a.SweepInterval))
+	}
+	if a.GeoHeader != "" && !httpguts.ValidHeaderFieldName(a.GeoHeader) {
+		return fmt.Errorf("geo_header %q: not a valid header name", a.GeoHeader)
 	}
 	return nil
 }
@@ -84,6 +118,11 @@ func (a *App) commit() {
 // that fails to load changes nothing.
 func (a *App) Cleanup() error {
 	registry.revert(a)
+	if a.geoFile != nil {
+		_, err := geoDatabases.Delete(*a.geoFile)
+		a.geo, a.geoFile = nil, nil
+		return err
+	}
 	return nil
 }
 

@@ -10,22 +10,26 @@ import (
 
 // BenchmarkServeHTTP measures what the rate limit adds to a request: the
 // same chain with and without the handler, one rule keyed by client IP,
-// every request allowed. Each request gets fresh vars, as Caddy's server
-// gives it, in both cases.
+// every request allowed; "with-geo" adds a geo_multiplier, the client's
+// country coming from a geoip database. Each request gets fresh vars, as
+// Caddy's server gives it, in every case.
 func BenchmarkServeHTTP(b *testing.B) {
-	limited := chain(testHandler(b, new(App), Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}))
+	rule := Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}
+	limited := chain(testHandler(b, new(App), rule))
+	rule.Name, rule.GeoMultiplier = "geo", map[string]float64{"RU": 1.5, "US": 1, "default": 0.5}
+	geoLimited := chain(testHandler(b, geoApp(b), rule))
 	for _, bc := range []struct {
 		name    string
 		handler caddyhttp.Handler
-	}{{"without", ok}, {"with", limited}} {
+	}{{"without", ok}, {"with", limited}, {"with-geo", geoLimited}} {
 		b.Run(bc.name, func(b *testing.B) {
-			base := newRequest("203.0.113.7")
+			base := newRequest("5.255.255.7")
 			w := httptest.NewRecorder()
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.Header())
 				w.Header().Set("Server", "Caddy") // as Caddy's server does, before any handler
-				vars := map[string]any{caddyhttp.ClientIPVarKey: "203.0.113.7"}
+				vars := map[string]any{caddyhttp.ClientIPVarKey: "5.255.255.7"}
 				r := base.WithContext(context.WithValue(base.Context(), caddyhttp.VarsCtxKey, vars))
 				if err := bc.handler.ServeHTTP(w, r); err != nil {
 					b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"golang.org/x/net/http/httpguts"
 )
 
 func init() {
@@ -18,6 +19,8 @@ func init() {
 //	{
 //	    rate_limit {
 //	        sweep_interval <duration>
+//	        geoip <path to a .mmdb file>
+//	        geo_header <header name>
 //	    }
 //	}
 //
@@ -42,7 +45,21 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			}
 			app.SweepInterval = caddy.Duration(every)
 
-		// geoip, geo_header and cluster { … } go here.
+		case "geoip", "geo_header":
+			name := d.Val()
+			if !d.NextArg() {
+				return nil, d.Errf("%s: expected one argument", name)
+			}
+			if name == "geoip" {
+				app.GeoIP = d.Val()
+			} else if app.GeoHeader = d.Val(); !httpguts.ValidHeaderFieldName(app.GeoHeader) {
+				return nil, d.Errf("geo_header %q: not a valid header name", app.GeoHeader)
+			}
+			if d.NextArg() {
+				return nil, d.Errf("%s: expected one argument, got also %q", name, d.Val())
+			}
+
+		// cluster { … } goes here.
 
 		default:
 			return nil, d.Errf("unrecognized subdirective %q", d.Val())

@@ -4,6 +4,7 @@ package caddymodule
 // block inherits from the top of the block, and the argument readers.
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -78,6 +80,7 @@ var inheritedFields = map[string]func(dst, src *Rule){
 	"max_keys":       func(dst, src *Rule) { dst.MaxKeys = src.MaxKeys },
 	"problem_json":   func(dst, src *Rule) { dst.ProblemJSON = src.ProblemJSON },
 	"log_key":        func(dst, src *Rule) { dst.LogKey = src.LogKey },
+	"geo_multiplier": func(dst, src *Rule) { dst.GeoMultiplier = maps.Clone(src.GeoMultiplier) },
 	"match":          func(dst, src *Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
 }
 
@@ -264,6 +267,13 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "log_key":
 		return flagArg(d, &r.LogKey)
+
+	case "geo_multiplier":
+		m, err := geo.ParseMultipliers(d.RemainingArgs())
+		if err != nil {
+			return d.Errf("geo_multiplier: %v", err)
+		}
+		r.GeoMultiplier = m.Map()
 
 	case "match":
 		set, err := caddyhttp.ParseCaddyfileNestedMatcherSet(d)

@@ -141,7 +141,8 @@ func (r *rule) scaled(d *limiter.Decision) bool {
 
 // scaledPolicy is RateLimit-Policy with the limits d was decided under.
 func (r *rule) scaledPolicy(d *limiter.Decision) string {
-	var b []byte
+	var buf [160]byte
+	b := buf[:0]
 	for i := 0; i < d.Len; i++ {
 		b = appendItem(b, r.policies[i], "q", d.Quotas[i].Limit, "w", ceilSeconds(d.Quotas[i].Window))
 	}

@@ -19,12 +19,14 @@ type ledger struct {
 	buf   [4]taken
 }
 
-// taken is one rule's part in a request: the key it decided on, and the
-// units it took (0 for a shadow rule that would have denied).
+// taken is one rule's part in a request: the key it decided on, the
+// units it took (0 for a shadow rule that would have denied), and the
+// scale of its limits (the country's geo_multiplier factor).
 type taken struct {
-	ru   *rule
-	key  string
-	cost int64
+	ru    *rule
+	key   string
+	cost  int64
+	scale float64
 }
 
 // ledgerOf is the request's ledger, made on first use.
@@ -86,9 +88,9 @@ func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time
 	for _, ts := range [][]taken{earlier, mine} {
 		for _, t := range ts {
 			if t.cost > 0 {
-				t.ru.lim.RefundAt(t.key, now, t.cost, 1)
+				t.ru.lim.RefundAt(t.key, now, t.cost, t.scale)
 			}
-			d := t.ru.lim.PeekAt(t.key, now, 0)
+			d := t.ru.lim.PeekScaledAt(t.key, now, 0, t.scale)
 			t.ru.setHeaders(hdr, &d)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -27,6 +28,8 @@ type rule struct {
 	legacy   bool   // headers: legacy or both
 	policies []string
 	policy   string // RateLimit-Policy at scale 1
+	geo      geo.Multipliers
+	hasGeo   bool // geo_multiplier is set
 }
 
 // newRule provisions what a Rule needs per request (but its limiter and
@@ -56,6 +59,10 @@ func newRule(cfg Rule) (*rule, error) {
 			return nil, fmt.Errorf("cost %q: want a whole number ≥ 0 or a placeholder", r.Cost)
 		}
 	}
+	if r.geo, err = geo.FromMap(r.GeoMultiplier); err != nil {
+		return nil, fmt.Errorf("geo_multiplier: %v", err)
+	}
+	r.hasGeo = len(r.GeoMultiplier) > 0
 	r.ietf = r.Headers == "" || r.Headers == headersIETF || r.Headers == headersBoth
 	r.legacy = r.Headers == headersLegacy || r.Headers == headersBoth
 	r.policies = policyNames(r.Name, r.Limits)
@@ -85,6 +92,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			if err := r.matchers.FromInterface(m); err != nil {
 				return fmt.Errorf("rule %s: %v", r.Name, err)
 			}
+		}
+		if r.hasGeo && !h.app.hasCountries() {
+			return fmt.Errorf("rule %s: geo_multiplier needs the client's country: set the global option rate_limit { geoip <database.mmdb> } or { geo_header <name> }", r.Name)
 		}
 		r.lim, err = h.app.limiterFor(r.Name, r.limiterConfig())
 		if err != nil {

@@ -91,6 +91,18 @@ type Rule struct {
 	// LogKey writes the key in the denial log line. Default: off (keys may
 	// be personal data).
 	LogKey bool `json:"log_key,omitempty"`
+
+	// GeoMultiplier scales every limit and burst of the rule by the
+	// client's country: ISO 3166-1 alpha-2 codes (either case) and
+	// "default" mapped to factors ≥ 0, as in {"RU": 1.5, "US": 1,
+	// "default": 0.5}. The scaled count is rounded down, but never below 1
+	// unless the factor is 0, which blocks the country. Countries not
+	// listed, and clients whose country is unknown (private addresses,
+	// addresses missing from the database), get the default factor. The
+	// country changes the limit, not the key: a client keeps its counters
+	// if its country changes. Needs the app's geoip or geo_header.
+	// Default: 1 for every country.
+	GeoMultiplier map[string]float64 `json:"geo_multiplier,omitempty"`
 }
 
 // Limit is one quota of a rule: Count units per Window.

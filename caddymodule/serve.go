@@ -29,6 +29,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var took takings // this handler's rules decided so far
 	var delay time.Duration
+	var where country
 	for _, ru := range h.rules {
 		if ok, err := ru.applies(r); err != nil || !ok {
 			if err != nil {
@@ -54,18 +55,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			h.undo(w.Header(), r, &took, now)
 			return caddyhttp.Error(http.StatusBadRequest, err)
 		}
-		d := ru.lim.AllowAt(key, now, cost)
+		scale := 1.0
+		if ru.hasGeo {
+			scale = ru.geo.For(where.of(h.app, r, repl))
+		}
+		d := ru.lim.AllowScaledAt(key, now, cost, scale)
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, now)
 			ru.setHeaders(w.Header(), &d)
-			return h.deny(ru, w, r, repl, key, cost, &d)
+			return h.deny(ru, w, r, repl, key, cost, &d, where.code)
 		}
 		ru.setHeaders(w.Header(), &d)
 		if !d.Allowed { // shadow: served, and took nothing
-			h.logDenial(ru, r, key, &d, true)
+			h.logDenial(ru, r, key, &d, where.code, true)
 			cost = 0
 		}
-		took.add(taken{ru, key, cost})
+		took.add(taken{ru, key, cost, scale})
 		if !ru.Shadow { // a shadow rule never holds a request either
 			delay = max(delay, d.Delay)
 		}
@@ -131,7 +136,7 @@ func (ru *rule) costOf(repl *caddy.Replacer) (int64, error) {
 
 // deny answers a denied request: Retry-After, the placeholders, a log
 // line, and a 429 error for handle_errors (or a problem+json body).
-func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, cost int64, d *limiter.Decision) error {
+func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, cost int64, d *limiter.Decision, country string) error {
 	wait := d.RetryAfter
 	if ru.RetryJitter > 0 {
 		wait += time.Duration(rand.Float64() * ru.RetryJitter * float64(wait))
@@ -141,7 +146,7 @@ func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *c
 	repl.Set("http.rate_limit.rule", ru.Name)
 	repl.Set("http.rate_limit.key", key)
 	repl.Set("http.rate_limit.retry_after", secs)
-	h.logDenial(ru, r, key, d, false)
+	h.logDenial(ru, r, key, d, country, false)
 	if ru.ProblemJSON {
 		return writeProblem(w, ru.violated(d, cost), secs)
 	}
@@ -162,8 +167,9 @@ func (ru *rule) violated(d *limiter.Decision, cost int64) []string {
 	return names
 }
 
-// logDenial logs a denial at info; the key only with log_key.
-func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.Decision, shadow bool) {
+// logDenial logs a denial at info; the key only with log_key, the
+// client's country only for a rule with geo_multiplier.
+func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.Decision, country string, shadow bool) {
 	msg := "rate limit exceeded"
 	if shadow {
 		msg = "rate limit exceeded (shadow: served)"
@@ -179,6 +185,9 @@ func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.De
 	}
 	if ru.LogKey {
 		fields = append(fields, zap.String("key", key))
+	}
+	if ru.hasGeo {
+		fields = append(fields, zap.String("country", country))
 	}
 	ce.Write(fields...)
 }

@@ -264,3 +264,22 @@ func TestExampleCaddyRateLimitCompat(t *testing.T) {
 	}
 	wantRetryAfter(t, "fourth request", h, 5)
 }
+
+func TestExampleGeo(t *testing.T) {
+	t.Parallel()
+	p := startExample(t, "geo.Caddyfile")
+	for i, c := range []struct {
+		country string
+		want    int
+	}{{"RU", 15}, {"US", 10}, {"FR", 5}, {"", 5}} {
+		headers := xff(fmt.Sprintf("5.255.255.%d", i+1))
+		if c.country != "" {
+			headers = append(headers, "CF-IPCountry", c.country)
+		}
+		wantStatuses(t, "country "+c.country, p.statuses(t, c.want+2, "/api/public/x", headers...), seq(c.want, 200, 2, 429))
+	}
+	_, h, body := p.get(t, "/api/public/x", "CF-IPCountry", "ru", "X-Forwarded-For", "5.255.255.100")
+	if want := `"public";q=15;w=60`; h.Get("RateLimit-Policy") != want || body != "Hello, client from RU." {
+		t.Errorf("RU: RateLimit-Policy %q, body %q; want %q, %q", h.Get("RateLimit-Policy"), body, want, "Hello, client from RU.")
+	}
+}

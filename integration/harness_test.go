@@ -425,14 +425,27 @@ func (p *caddyProc) reload(t *testing.T, caddyfile string) {
 	p.reloaded = true
 }
 
-// load POSTs body to the admin /load endpoint; anything but 200 fails t.
-func (p *caddyProc) load(t *testing.T, contentType, body string) {
+// forceReload is reload even if caddyfile is the running config, as
+// `caddy reload --force` does: Caddy otherwise skips loading a config
+// identical to the running one, and files the config names (a geoip
+// database) are not read again.
+func (p *caddyProc) forceReload(t *testing.T, caddyfile string) {
+	t.Helper()
+	p.load(t, "text/caddyfile", render(t, caddyfile, p.data), "Cache-Control", "must-revalidate")
+	p.client.CloseIdleConnections()
+	p.reloaded = true
+}
+
+// load POSTs body to the admin /load endpoint, with the given header
+// pairs; anything but 200 fails t.
+func (p *caddyProc) load(t *testing.T, contentType, body string, headers ...string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, "http://"+p.data.Admin+"/load", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", contentType)
+	addHeaders(req, headers)
 	resp, err := p.client.Do(req)
 	if err != nil {
 		t.Fatalf("POST /load: %v", err)

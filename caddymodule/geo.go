@@ -1,0 +1,118 @@
+package caddymodule
+
+import (
+	"net/http"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/geo"
+)
+
+// geoDatabases holds the open geoip databases, process-wide, so that a
+// config reload that names the same unchanged file shares the open one
+// instead of reading it again. A database is closed when the last config
+// using it is cleaned up.
+var geoDatabases = caddy.NewUsagePool()
+
+// geoFile identifies a database file as it is on disk: a reload that finds
+// the file changed (rebuilt, or replaced by a newer release) opens it anew.
+type geoFile struct {
+	path     string
+	size     int64
+	modified time.Time
+}
+
+// geoDB is an open database in the pool.
+type geoDB struct{ *geo.DB }
+
+// Destruct closes the database when its last user is gone.
+func (db geoDB) Destruct() error { return db.Close() }
+
+// openGeo returns the database at path, shared with earlier configs if the
+// file has not changed since they opened it, and the pool key to release.
+func openGeo(path string) (*geo.DB, geoFile, error) {
+	key := geoFile{path: path}
+	if fi, err := os.Stat(path); err == nil {
+		key.size, key.modified = fi.Size(), fi.ModTime()
+	}
+	v, _, err := geoDatabases.LoadOrNew(key, func() (caddy.Destructor, error) {
+		db, err := geo.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return geoDB{db}, nil
+	})
+	if err != nil {
+		return nil, key, err
+	}
+	return v.(geoDB).DB, key, nil
+}
+
+// country is the client's country for one request, looked up once for all
+// of a handler's rules that need it.
+type country struct {
+	looked bool
+	code   string // upper case; "" when unknown
+	ok     bool
+}
+
+// of looks up the country of r's client, once: from the app's geo_header
+// if the request came through a trusted proxy and the header names a
+// country, else from the geoip database by client IP. It sets
+// {http.rate_limit.country} (empty when unknown).
+func (c *country) of(a *App, r *http.Request, repl *caddy.Replacer) (string, bool) {
+	if c.looked {
+		return c.code, c.ok
+	}
+	c.looked = true
+	c.code, c.ok = a.countryOf(r)
+	repl.Set("http.rate_limit.country", boxedCountry(c.code))
+	return c.code, c.ok
+}
+
+// countryOf is the country of r's client, or ok=false.
+func (a *App) countryOf(r *http.Request) (string, bool) {
+	if a.GeoHeader != "" && fromTrustedProxy(r) {
+		if code, ok := geo.ParseCountry(r.Header.Get(a.GeoHeader)); ok {
+			return code, true
+		}
+	}
+	if a.geo != nil {
+		if addr, err := netip.ParseAddr(clientIP(r)); err == nil {
+			return a.geo.Country(addr)
+		}
+	}
+	return "", false
+}
+
+// fromTrustedProxy is true if the request's immediate peer is one of the
+// server's trusted_proxies.
+func fromTrustedProxy(r *http.Request) bool {
+	trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool)
+	return trusted
+}
+
+// countryValues holds every upper-case two-letter code as an interface
+// value, so that setting the placeholder allocates nothing.
+var countryValues = func() (t [26 * 26]any) {
+	for i := range t {
+		t[i] = string([]byte{byte('A' + i/26), byte('A' + i%26)})
+	}
+	return t
+}()
+
+// emptyCountry is the placeholder's value for an unknown country.
+var emptyCountry any = ""
+
+// boxedCountry is code, an upper-case two-letter code or "", as an
+// interface value.
+func boxedCountry(code string) any {
+	if len(code) != 2 || code[0] < 'A' || code[0] > 'Z' || code[1] < 'A' || code[1] > 'Z' {
+		return emptyCountry
+	}
+	return countryValues[int(code[0]-'A')*26+int(code[1]-'A')]
+}

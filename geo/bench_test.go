@@ -3,12 +3,13 @@ package geo
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/maxmind/mmdbwriter/mmdbtype"
+	"github.com/oschwald/maxminddb-golang/v2"
 )
 
 // benchAddrs are found and not found, IPv4 and IPv6.
@@ -23,23 +24,17 @@ var benchAddrs = map[string][]netip.Addr{
 	},
 }
 
-// BenchmarkCountry looks up addresses in a small City database (cached:
-// the steady state) and, in "large", random addresses in a City database
-// of 100,000 networks and 20,000 records (the cache missing often).
-// "decode" is the cost of a cache miss alone: decoding a City record's
-// country code.
+// BenchmarkCountry looks up addresses in a small City database, and random
+// addresses inside the networks of two large ones: "large", a City
+// database of 100,000 networks (IPv4 /24s and IPv6 /48s, packed) and
+// 20,000 records, and "country", one the size of a Country database
+// (countrySizedDB). "decode" is what Open spends on each record: decoding
+// a City record's country code.
 func BenchmarkCountry(b *testing.B) {
-	db := openDB(b, buildDB(b, "GeoIP2-City", 6, 28, cityNetworks()).path)
+	city := buildDB(b, "GeoIP2-City", 6, 28, cityNetworks())
+	db := openDB(b, city.path)
 	for _, family := range []string{"v4", "v6"} {
-		addrs := benchAddrs[family]
-		b.Run(family, func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				db.Country(addrs[i%len(addrs)])
-				i++
-			}
-		})
+		benchCountry(b, family, db, benchAddrs[family])
 	}
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
@@ -52,23 +47,37 @@ func BenchmarkCountry(b *testing.B) {
 		})
 	})
 	b.Run("decode", func(b *testing.B) {
-		res := db.r.Lookup(benchAddrs["v4"][0])
+		r, err := maxminddb.Open(city.path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		res := r.Lookup(benchAddrs["v4"][0])
 		b.ReportAllocs()
 		for b.Loop() {
 			decodeCode(res)
 		}
 	})
-	large, addrs := largeDB(b)
-	for _, family := range []string{"v4", "v6"} {
-		b.Run("large/"+family, func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				large.Country(addrs[family][i%len(addrs[family])])
-				i++
-			}
-		})
+	for _, large := range []struct {
+		name string
+		open func(*testing.B) (*DB, map[string][]netip.Addr)
+	}{{"large", largeDB}, {"country", countrySizedDB}} {
+		db, addrs := large.open(b)
+		for _, family := range []string{"v4", "v6"} {
+			benchCountry(b, large.name+"/"+family, db, addrs[family])
+		}
 	}
+}
+
+func benchCountry(b *testing.B, name string, db *DB, addrs []netip.Addr) {
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			db.Country(addrs[i%len(addrs)])
+			i++
+		}
+	})
 }
 
 func BenchmarkCountryAndMultiplier(b *testing.B) {
@@ -93,6 +102,9 @@ func BenchmarkCountryAndMultiplier(b *testing.B) {
 	large, addrs := largeDB(b)
 	run("large/v4", large, addrs["v4"])
 	run("large/v6", large, addrs["v6"])
+	country, addrs := countrySizedDB(b)
+	run("country/v4", country, addrs["v4"])
+	run("country/v6", country, addrs["v6"])
 }
 
 // largeDB builds a City database of 50,000 IPv4 /24s and 50,000 IPv6 /48s
@@ -101,19 +113,13 @@ func BenchmarkCountryAndMultiplier(b *testing.B) {
 func largeDB(b *testing.B) (*DB, map[string][]netip.Addr) {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	var codes []string
-	for i := range numCodes {
-		if assigned[i] && len(codes) < 200 {
-			codes = append(codes, codeStrings[i])
-		}
-	}
+	codes := countryCodes(200)
 	records := make([]mmdbtype.Map, 20_000)
 	for i := range records {
 		c := place(codes[i%len(codes)], uint32(i), "Country", "Land")
 		records[i] = cityRecord(europe, c, fmt.Sprint("City ", i), 0, 0)
 	}
 	var nets []network
-	addrs := map[string][]netip.Addr{}
 	for i := range 50_000 {
 		// 11.0.0.0/8 up to 62.0.0.0/8: public, and no reserved range
 		v4 := netip.AddrFrom4([4]byte{byte(11 + i>>16%52), byte(i >> 8), byte(i), 0})
@@ -122,18 +128,34 @@ func largeDB(b *testing.B) (*DB, map[string][]netip.Addr) {
 			network{v4.String() + "/24", records[rng.IntN(len(records))]},
 			network{v6.String() + "/48", records[rng.IntN(len(records))]})
 	}
-	for range 4096 {
-		n := nets[rng.IntN(len(nets))]
-		_, ipnet, _ := net.ParseCIDR(n.cidr)
-		a, _ := netip.AddrFromSlice(ipnet.IP)
-		b := a.AsSlice()
-		b[len(b)-1] = byte(rng.IntN(256))
-		a, _ = netip.AddrFromSlice(b)
+	addrs := randomAddrs(rng, nets, 4096)
+	db := openDB(b, buildDB(b, "GeoIP2-City", 6, 28, nets).path)
+	runtime.GC() // the writer's garbage, not to be collected while timing
+	return db, addrs
+}
+
+// countryCodes returns the first n assigned country codes.
+func countryCodes(n int) []string {
+	var codes []string
+	for i := range numCodes {
+		if assigned[i] && len(codes) < n {
+			codes = append(codes, codeStrings[i])
+		}
+	}
+	return codes
+}
+
+// randomAddrs returns n random addresses inside random networks of nets,
+// by family.
+func randomAddrs(rng *rand.Rand, nets []network, n int) map[string][]netip.Addr {
+	addrs := map[string][]netip.Addr{}
+	for range n {
+		a := randomIn(rng, netip.MustParsePrefix(nets[rng.IntN(len(nets))].cidr))
 		family := "v6"
 		if a.Is4() {
 			family = "v4"
 		}
 		addrs[family] = append(addrs[family], a)
 	}
-	return openDB(b, buildDB(b, "GeoIP2-City", 6, 28, nets).path), addrs
+	return addrs
 }

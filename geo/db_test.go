@@ -6,10 +6,15 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/maxmind/mmdbwriter"
+	"github.com/oschwald/maxminddb-golang/v2"
 )
 
 // layouts are the databases Country is tested against.
@@ -151,13 +156,11 @@ func TestCountryInterned(t *testing.T) {
 }
 
 func TestCountryAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector drops sync.Pool items, which then allocate")
-	}
 	db := openDB(t, buildDB(t, "GeoIP2-City", 6, 28, cityNetworks()).path)
-	// Not 217.65.50.1: a record whose code is not a string is an error,
-	// which allocates; no real database has one.
-	for _, s := range []string{"5.255.1.2", "2001:4860::1", "::ffff:8.8.8.8", "9.9.9.9", "10.0.0.1", "217.65.48.1"} {
+	for _, s := range []string{
+		"5.255.1.2", "2001:4860::1", "::ffff:8.8.8.8", "2002:808:808::1", "9.9.9.9", "10.0.0.1",
+		"217.65.48.1", "217.65.50.1", "fe80::1%eth0",
+	} {
 		addr := netip.MustParseAddr(s)
 		if n := testing.AllocsPerRun(100, func() { db.Country(addr) }); n != 0 {
 			t.Errorf("Country(%s): %v allocations; want 0", s, n)
@@ -263,5 +266,108 @@ func TestCloseTwice(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+	// Close frees nothing that Country needs.
+	if code, _ := db.Country(netip.MustParseAddr("8.8.8.8")); code != "US" {
+		t.Errorf("Country after Close = %q; want US", code)
+	}
+}
+
+// Open reads the whole database: the file may then be rewritten in place,
+// truncated or removed without harm, where a memory-mapped file would
+// crash the process (SIGBUS) on the next lookup.
+func TestFileRewritten(t *testing.T) {
+	path := buildDB(t, "GeoIP2-City", 6, 28, cityNetworks()).path
+	db := openDB(t, path)
+	for _, change := range []func() error{
+		func() error { return os.Truncate(path, 0) },
+		func() error { return os.WriteFile(path, []byte("not a database"), 0o644) },
+		func() error { return os.Remove(path) },
+	} {
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ addr, want string }{
+			{"5.255.1.2", "RU"}, {"2001:4860::1", "US"}, {"2002:808:808::1", "US"}, {"9.9.9.9", ""},
+		} {
+			if code, _ := db.Country(netip.MustParseAddr(tc.addr)); code != tc.want {
+				t.Errorf("Country(%s) = %q; want %q", tc.addr, code, tc.want)
+			}
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	for _, l := range layouts(t) {
+		info := openDB(t, l.db.path).Info()
+		t.Logf("%s: %+v", l.name, info)
+		if want := strings.TrimSuffix(filepath.Base(l.db.path), ".mmdb"); info.DatabaseType != want {
+			t.Errorf("%s: DatabaseType %q; want %q", l.name, info.DatabaseType, want)
+		}
+		if !info.BuildTime.Equal(time.Unix(1_700_000_000, 0)) {
+			t.Errorf("%s: BuildTime %v; want %v", l.name, info.BuildTime, time.Unix(1_700_000_000, 0))
+		}
+		// Five countries, each between two ranges of none: the networks
+		// without a usable code merge with their neighbours.
+		if info.IPv4Ranges != 11 {
+			t.Errorf("%s: %d IPv4 ranges; want 11", l.name, info.IPv4Ranges)
+		}
+		if l.v4 != (info.IPv6Ranges == 0) {
+			t.Errorf("%s: %d IPv6 ranges", l.name, info.IPv6Ranges)
+		}
+		// The tables' buckets take 8 bytes each for IPv4 and 12 for IPv6,
+		// however few the ranges.
+		want := 8 << bucketBits4
+		if !l.v4 {
+			want += 12 << bucketBits6
+		}
+		if info.TableBytes < want || info.TableBytes > want+1<<10 {
+			t.Errorf("%s: %d table bytes for %d + %d ranges; want about %d",
+				l.name, info.TableBytes, info.IPv4Ranges, info.IPv6Ranges, want)
+		}
+	}
+}
+
+// A search tree whose nodes share their subtrees holds far more networks
+// than nodes (here 2^100): Open refuses it rather than walk them all.
+func TestOpenSharedSubtrees(t *testing.T) {
+	tdb := buildDBOptions(t, mmdbwriter.Options{
+		DatabaseType:            "GeoLite2-Country",
+		Description:             map[string]string{"en": "shared subtrees"},
+		RecordSize:              24,
+		DisableIPv4Aliasing:     true,
+		IncludeReservedNetworks: true,
+	}, []network{{"2a02::/100", countryRecord(europe, russia)}})
+	r, err := maxminddb.Open(tdb.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := int(r.Metadata.NodeCount)
+	r.Close()
+	// Node i leads to node i+1 both ways; the last one to the record at
+	// the start of the data section.
+	data := slices.Clone(tdb.data)
+	for i := range nodes {
+		next := i + 1
+		if next == nodes {
+			next = nodes + 16
+		}
+		for _, at := range []int{6 * i, 6*i + 3} {
+			data[at], data[at+1], data[at+2] = byte(next>>16), byte(next>>8), byte(next)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "shared.mmdb")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := maxminddb.Open(path); err != nil || r.Verify() != nil {
+		t.Fatalf("the crafted database does not pass maxminddb's checks: %v", err)
+	}
+	db, err := Open(path)
+	if err == nil {
+		t.Fatalf("Open succeeded: %+v", db.Info())
+	}
+	if !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("error %q; want it to say corrupt", err)
 	}
 }

@@ -5,18 +5,25 @@
 // DB-IP Country or City, or any .mmdb whose records hold country.iso_code.
 // Open checks the whole file, so a missing, unreadable, corrupt or
 // country-less database (an ASN one, say) is an error at config load that
-// names the path, never a surprise on a request. The database is
-// memory-mapped and its recent records are cached: it is meant to be
+// names the path, never a surprise on a request. Open then reads every
+// network of the database into a table of address ranges and their
+// countries, and closes the file: the DB keeps no file open and no file
+// mapped, so the file may be replaced, rewritten in place or deleted at any
+// time after. Opening a City database takes seconds, most of them spent
+// checking the file, and allocates many times the file's size along the
+// way, which the garbage collector then frees; the table it keeps takes a
+// few megabytes to a few tens (DB.Info tells). So a DB is meant to be
 // opened once per process and shared by every rule and across config
-// reloads (the Caddy module keeps it in a usage pool), and closed when the
-// last user is gone.
+// reloads (the Caddy module keeps it in a usage pool).
 //
 // DB.Country returns the ISO 3166-1 alpha-2 code, in upper case, for IPv4,
 // IPv6 and IPv4-mapped IPv6 addresses. ok=false means the country is
 // unknown: the database has no record for the address (private, loopback
 // and other reserved addresses, or public ones outside every network) or
-// its record names no country. Country is safe for concurrent use and
-// allocates nothing: codes come from a fixed table of strings.
+// its record names no country. The answers are those that maxminddb's
+// lookup in the file gives. Country reads a few words of the table, is safe
+// for concurrent use and allocates nothing: codes come from a fixed table
+// of strings.
 //
 // Multipliers hold the per-country factors, parsed from the Caddyfile form
 // (ParseMultipliers: "RU 1.5 US 1.0 default 0.5") or the JSON and YAML

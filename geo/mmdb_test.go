@@ -71,11 +71,18 @@ func buildDBOptions(tb testing.TB, opts mmdbwriter.Options, nets []network) test
 			tb.Fatalf("inserting %s: %v", n.cidr, err)
 		}
 	}
+	return writeTree(tb, opts.DatabaseType, tree)
+}
+
+// writeTree writes a database made with mmdbwriter into a temporary
+// directory.
+func writeTree(tb testing.TB, dbType string, tree *mmdbwriter.Tree) testDB {
+	tb.Helper()
 	var buf bytes.Buffer
 	if _, err := tree.WriteTo(&buf); err != nil {
 		tb.Fatal(err)
 	}
-	path := filepath.Join(tb.TempDir(), opts.DatabaseType+".mmdb")
+	path := filepath.Join(tb.TempDir(), dbType+".mmdb")
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		tb.Fatal(err)
 	}

@@ -3,7 +3,10 @@ package caddymodule
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -44,12 +47,18 @@ type App struct {
 	// Default: none.
 	GeoHeader string `json:"geo_header,omitempty"`
 
+	// JWT says how tokens are found and verified for rules keyed by a
+	// claim (by jwt CLAIM). Default: none; such rules then fail to load.
+	JWT *JWTConfig `json:"jwt,omitempty"`
+
+	tokens    *tokens  // from JWT
 	geo       *geo.DB  // from GeoIP
 	geoFile   *geoFile // its key in geoDatabases, to release
 	logger    *zap.Logger
 	pending   []pendingRule
 	committed *sync.Once // puts pending in force: at Start, or at the first request if sooner
 	handlers  int        // rate_limit handlers in this config; set while provisioning
+	replaced  *App       // the app that was active when this one committed
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -69,12 +78,32 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
 	}
+	if reg := ctx.GetMetricsRegistry(); reg != nil {
+		if err := registerMetrics(reg); err != nil {
+			return fmt.Errorf("registering metrics: %v", err)
+		}
+	}
+	if a.JWT != nil {
+		t, err := newTokens(a.JWT, a.logger)
+		if err != nil {
+			return err
+		}
+		a.tokens = t
+	}
 	if a.GeoIP != "" {
 		db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(a.GeoIP, ""))
 		if err != nil {
 			return err
 		}
 		a.geo, a.geoFile = db, &file
+		info := db.Info()
+		a.logger.Info("geoip database",
+			zap.String("path", file.path),
+			zap.String("type", info.DatabaseType),
+			zap.Time("built", info.BuildTime),
+			zap.Int("ipv4_ranges", info.IPv4Ranges),
+			zap.Int("ipv6_ranges", info.IPv6Ranges),
+			zap.Int("table_bytes", info.TableBytes))
 	}
 	return nil
 }
@@ -109,18 +138,26 @@ func (a *App) Start() error {
 // by a successor that has not yet adopted its predecessor's keys.
 func (a *App) commit() {
 	if a.committed != nil { // nil: not provisioned (unit tests)
-		a.committed.Do(func() { registry.commit(a, a.pending) })
+		a.committed.Do(func() {
+			registry.commit(a, a.pending)
+			a.replaced = activeApp.Swap(a)
+		})
 	}
 }
+
+// activeApp is the app of the config that started last, for the admin API.
+var activeApp atomic.Pointer[App]
 
 // Cleanup puts back the rules this config put in force if the config that
 // ran before it is still running (this one failed to start), so a config
 // that fails to load changes nothing.
 func (a *App) Cleanup() error {
 	registry.revert(a)
+	activeApp.CompareAndSwap(a, a.replaced) // as revert: this config failed to start, or is going away
+	a.replaced = nil
 	if a.geoFile != nil {
 		_, err := geoDatabases.Delete(*a.geoFile)
-		a.geo, a.geoFile = nil, nil
+		a.geoFile = nil
 		return err
 	}
 	return nil
@@ -149,39 +186,87 @@ func (a *App) sweep(every time.Duration) {
 	}
 }
 
-// limiterFor returns the limiter that rule name should use under cfg: the
-// running one, if it can keep its counters under cfg (a changed limit,
-// window, burst or max_keys keeps them), else a successor that adopts the
-// state of the limits it shares with the running one (same window, same
-// algorithm) when the config starts. The change is
-// recorded and applied when the config starts. Each call must be paired
-// with a release of the name.
-func (a *App) limiterFor(name string, cfg limiter.Config) (*limiter.Limiter, error) {
+// limiterFor returns the limiter that a rule should use, and the rule's
+// statistics: the running limiter of the rule's name, if it can keep its
+// counters under the rule's limits (a changed limit, window, burst or
+// max_keys keeps them), else a successor that adopts the state of the
+// limits it shares with the running one (same window, same algorithm)
+// when the config starts. The change is recorded and applied when the
+// config starts. Each call must be paired with a release of the name.
+func (a *App) limiterFor(rule Rule) (*limiter.Limiter, *ruleStats, error) {
+	name, cfg := rule.Name, rule.limiterConfig()
 	for _, p := range a.pending {
 		if p.name != name {
 			continue
 		}
 		if !reflect.DeepEqual(p.cfg, cfg) {
-			return nil, fmt.Errorf("rule %q is configured twice, with different limits; rules sharing a name must agree", name)
+			return nil, nil, fmt.Errorf("rule %q is configured twice, with different limits; rules sharing a name must agree", name)
 		}
 		registry.addRef(name)
-		return p.lim, nil
+		return p.lim, p.stats, nil
 	}
-	lim, from, err := registry.acquire(name, cfg)
+	lim, from, stats, err := registry.acquire(name, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	a.pending = append(a.pending, pendingRule{name: name, lim: lim, from: from, cfg: cfg})
-	return lim, nil
+	a.pending = append(a.pending, pendingRule{name: name, lim: lim, from: from, cfg: cfg, rule: rule, stats: stats})
+	a.logRule(rule, lim, from)
+	return lim, stats, nil
+}
+
+// logRule logs, at info, a rule this config puts in force: its limits and
+// what becomes of its counters.
+func (a *App) logRule(rule Rule, lim, from *limiter.Limiter) {
+	if a.logger == nil {
+		return
+	}
+	counters := "new"
+	switch {
+	case from != nil:
+		counters = "carried over from the running config (limits with the same window and algorithm)"
+	case lim.Len() > 0 || lim.Evictions() > 0:
+		counters = "kept"
+	}
+	limits := make([]string, len(rule.Limits))
+	for i, l := range rule.Limits {
+		limits[i] = fmt.Sprintf("%d/%s", l.Count, windowText(time.Duration(l.Window)))
+	}
+	algorithm := rule.Algorithm
+	if algorithm == "" {
+		algorithm = string(limiter.SlidingWindow)
+	}
+	by := rule.By
+	if len(by) == 0 {
+		by = []string{"ip"}
+	}
+	fields := []zap.Field{
+		zap.String("rule", rule.Name),
+		zap.Strings("limits", limits),
+		zap.String("algorithm", algorithm),
+		zap.Strings("by", by),
+		zap.String("counters", counters),
+	}
+	if rule.Burst > 0 {
+		fields = append(fields, zap.Int64("burst", rule.Burst))
+	}
+	if len(rule.GeoMultiplier) > 0 {
+		fields = append(fields, zap.Any("geo_multiplier", rule.GeoMultiplier))
+	}
+	if rule.Shadow {
+		fields = append(fields, zap.Bool("shadow", true))
+	}
+	a.logger.Info("rate limit rule", fields...)
 }
 
 // pendingRule is a rule's limiter and configuration, to be put in force
 // when the config starts.
 type pendingRule struct {
-	name string
-	lim  *limiter.Limiter
-	from *limiter.Limiter // the running limiter whose keys lim adopts; nil if lim is it
-	cfg  limiter.Config
+	name  string
+	lim   *limiter.Limiter
+	from  *limiter.Limiter // the running limiter whose keys lim adopts; nil if lim is it
+	cfg   limiter.Config
+	rule  Rule // as configured, for the admin API
+	stats *ruleStats
 }
 
 // registry holds every rule's limiter by name, process-wide: a reload
@@ -196,27 +281,31 @@ type rules struct {
 	byName map[string]*sharedLimiter
 }
 
-// sharedLimiter is a limiter and the number of provisioned rules using it.
+// sharedLimiter is a limiter, the number of provisioned rules using it,
+// and what the rule has decided since its name came into use.
 type sharedLimiter struct {
-	lim  *limiter.Limiter
-	refs int
+	lim   *limiter.Limiter
+	refs  int
+	stats *ruleStats
+	rule  Rule // the configuration in force
 
 	// What the last commit replaced, so that a config that fails to start
 	// can put it back.
-	owner   *App // the app whose commit put lim in force
-	prev    *limiter.Limiter
-	prevCfg limiter.Config
+	owner    *App // the app whose commit put lim in force
+	prev     *limiter.Limiter
+	prevCfg  limiter.Config
+	prevRule Rule
 }
 
 // acquire returns the limiter registered under name if it can keep its
 // counters under cfg; else a successor that will adopt its keys (from),
 // or a new limiter if there is none. Successors are registered by commit.
-func (rs *rules) acquire(name string, cfg limiter.Config) (lim, from *limiter.Limiter, err error) {
+func (rs *rules) acquire(name string, cfg limiter.Config) (lim, from *limiter.Limiter, stats *ruleStats, err error) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	s, ok := rs.byName[name]
 	if !ok {
-		s = &sharedLimiter{}
+		s = &sharedLimiter{stats: newRuleStats()}
 		rs.byName[name] = s
 	}
 	s.refs++
@@ -225,16 +314,16 @@ func (rs *rules) acquire(name string, cfg limiter.Config) (lim, from *limiter.Li
 		lim, err = limiter.New(cfg)
 		s.lim = lim
 	case s.lim.Keeps(cfg):
-		return s.lim, nil, nil
+		return s.lim, nil, s.stats, nil
 	default:
 		lim, err = s.lim.Successor(cfg)
 		from = s.lim
 	}
 	if err != nil {
 		rs.releaseLocked(name)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return lim, from, nil
+	return lim, from, s.stats, nil
 }
 
 // addRef counts one more use of a name already acquired.
@@ -251,8 +340,8 @@ func (rs *rules) commit(owner *App, pending []pendingRule) {
 	defer rs.mu.Unlock()
 	for _, p := range pending {
 		if s, ok := rs.byName[p.name]; ok {
-			s.owner, s.prev, s.prevCfg = owner, s.lim, s.lim.Config()
-			s.lim = p.lim
+			s.owner, s.prev, s.prevCfg, s.prevRule = owner, s.lim, s.lim.Config(), s.rule
+			s.lim, s.rule = p.lim, p.rule
 		}
 		if p.from != nil {
 			p.lim.Adopt(p.from) // the keys of the rule's previous layout
@@ -277,7 +366,7 @@ func (rs *rules) revert(owner *App) {
 		if s.prev == s.lim {
 			s.lim.Reconfigure(s.prevCfg) // same layout: the limits go back
 		}
-		s.lim, s.owner, s.prev = s.prev, nil, nil
+		s.lim, s.rule, s.owner, s.prev = s.prev, s.prevRule, nil, nil
 	}
 }
 
@@ -295,6 +384,39 @@ func (rs *rules) releaseLocked(name string) {
 			delete(rs.byName, name)
 		}
 	}
+}
+
+// ruleEntry is a rule in the registry, as list gives it.
+type ruleEntry struct {
+	name  string
+	lim   *limiter.Limiter
+	stats *ruleStats
+	rule  Rule
+}
+
+// list returns the rules in force, sorted by name.
+func (rs *rules) list() []ruleEntry {
+	rs.mu.Lock()
+	out := make([]ruleEntry, 0, len(rs.byName))
+	for name, s := range rs.byName {
+		if s.lim != nil {
+			out = append(out, ruleEntry{name, s.lim, s.stats, s.rule})
+		}
+	}
+	rs.mu.Unlock()
+	slices.SortFunc(out, func(a, b ruleEntry) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// get returns the rule in force named name.
+func (rs *rules) get(name string) (ruleEntry, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	s, ok := rs.byName[name]
+	if !ok || s.lim == nil {
+		return ruleEntry{}, false
+	}
+	return ruleEntry{name, s.lim, s.stats, s.rule}, true
 }
 
 // sweep frees idle keys of every rule.

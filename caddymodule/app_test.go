@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"sync"
+
+	"github.com/caddyserver/caddy/v2"
 	"testing"
 	"time"
 
@@ -12,6 +14,15 @@ func hourlyLimit(n int64) limiter.Config {
 	return limiter.Config{Limits: []limiter.Limit{{Count: n, Window: time.Hour}}}
 }
 
+// ruleWith is a rule named name with cfg's limits and burst.
+func ruleWith(name string, cfg limiter.Config) Rule {
+	r := Rule{Name: name, Burst: cfg.Burst}
+	for _, l := range cfg.Limits {
+		r.Limits = append(r.Limits, Limit{Count: l.Count, Window: caddy.Duration(l.Window)})
+	}
+	return r
+}
+
 func provisionedApp() *App { return &App{committed: new(sync.Once)} }
 
 // runningRule puts rule name in force under cfg, as a running config
@@ -19,7 +30,7 @@ func provisionedApp() *App { return &App{committed: new(sync.Once)} }
 func runningRule(t *testing.T, name string, cfg limiter.Config) *limiter.Limiter {
 	t.Helper()
 	running := provisionedApp()
-	lim, err := running.limiterFor(name, cfg)
+	lim, _, err := running.limiterFor(ruleWith(name, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +47,7 @@ func TestRegistryCommitAndRevert(t *testing.T) {
 	lim := runningRule(t, name, hourlyLimit(5))
 
 	failing := provisionedApp()
-	same, err := failing.limiterFor(name, hourlyLimit(50))
+	same, _, err := failing.limiterFor(ruleWith(name, hourlyLimit(50)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +82,7 @@ func TestRegistrySuccessorAdoptsAtCommit(t *testing.T) {
 	next := provisionedApp()
 	cfg := hourlyLimit(5)
 	cfg.Burst = 10
-	succ, err := next.limiterFor(name, cfg)
+	succ, _, err := next.limiterFor(ruleWith(name, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package caddymodule
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
@@ -37,4 +39,37 @@ func BenchmarkServeHTTP(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAccounting is what the metrics and the top-keys sketch add to
+// a decision: the decision counter, the busiest-keys sketch, and the
+// sampled timing; over 1,000 keys, and from every core at once.
+func BenchmarkAccounting(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("198.51.%d.%d", i/256, i%256)
+	}
+	s := newRuleStats()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			now := time.Now()
+			s.decided(keys[i%len(keys)], 1, true, false)
+			sampleDecision(now)
+			i++
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				now := time.Now()
+				s.decided(keys[i%len(keys)], 1, true, false)
+				sampleDecision(now)
+				i++
+			}
+		})
+	})
 }

@@ -35,6 +35,7 @@ func init() {
 //	    problem_json
 //	    log_key
 //	    match          { <request matchers> }  # repeatable: any set matching is enough
+//	    rules_file     <path>                 # rules in the EdgeByte YAML format, read at load
 //	    rule <name> {
 //	        <the subdirectives above but name>
 //	    }
@@ -173,6 +174,17 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 			}
 			blocks = append(blocks, spec)
 			ruleBlocks++
+		case "rules_file":
+			if handler.RulesFile != "" {
+				return nil, d.Errf("rules_file already given")
+			}
+			if err := oneArg(d, &handler.RulesFile); err != nil {
+				return nil, err
+			}
+			handler.RulesFileNames = p.site
+			if p.matcher != "" && p.matcher != "*" {
+				handler.RulesFileNames = strings.TrimSpace(p.site + " " + p.matcher)
+			}
 		case "zone", "jitter", "sweep_interval", "distributed", "storage":
 			spec, err := parseCompat(d, handler, top)
 			if err != nil {
@@ -189,7 +201,15 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 	}
 
 	var specs []*ruleSpec
-	if ruleBlocks == 0 && (len(blocks) == 0 || top.has("limit") || top.has("name")) {
+	fileOnly := handler.RulesFile != "" && !top.has("limit") && !top.has("name")
+	if fileOnly && len(top.set) > 0 {
+		for sub, tok := range top.set {
+			return nil, errAtToken(tok, "%s beside rules_file applies to no rule: give it in the rules file, or add a limit", sub)
+		}
+	}
+	if fileOnly {
+		// the rules are the file's, and any rule blocks'
+	} else if ruleBlocks == 0 && (len(blocks) == 0 || top.has("limit") || top.has("name")) {
 		specs = append(specs, top)
 	} else if tok, ok := top.set["name"]; ok {
 		return nil, errAtToken(tok, "name names the rule of a block without rule blocks; name each rule with `rule NAME { … }`")

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -21,6 +22,18 @@ func init() {
 //	        sweep_interval <duration>
 //	        geoip <path to a .mmdb file>
 //	        geo_header <header name>
+//	        jwt {
+//	            hmac_secret     <secret>        # {env.JWT_SECRET}
+//	            public_key_file <pem file>      # repeatable
+//	            jwks_file       <jwks file>
+//	            algorithms      <alg...>        # required: RS256 ES256 HS256 EdDSA …
+//	            issuer          <iss>
+//	            audience        <aud>
+//	            leeway          <duration>
+//	            from_header     <name>          # default: Authorization: Bearer
+//	            from_cookie     <name>
+//	            unverified                      # the jwt_unverified opt-in
+//	        }
 //	    }
 //	}
 //
@@ -59,6 +72,16 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 				return nil, d.Errf("%s: expected one argument, got also %q", name, d.Val())
 			}
 
+		case "jwt":
+			if app.JWT != nil {
+				return nil, d.Errf("jwt already given")
+			}
+			cfg, err := parseJWTBlock(d)
+			if err != nil {
+				return nil, err
+			}
+			app.JWT = cfg
+
 		// cluster { … } goes here.
 
 		default:
@@ -66,4 +89,69 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		}
 	}
 	return httpcaddyfile.App{Name: "rate_limit", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// parseJWTBlock reads the jwt { … } block of the global option.
+func parseJWTBlock(d *caddyfile.Dispenser) (*JWTConfig, error) {
+	cfg := new(JWTConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	seen := make(map[string]bool)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if seen[sub] && sub != "public_key_file" {
+			return nil, d.Errf("jwt: %s already given", sub)
+		}
+		seen[sub] = true
+		var err error
+		switch sub {
+		case "hmac_secret":
+			err = oneArg(d, &cfg.HMACSecret)
+		case "public_key_file":
+			var f string
+			err = oneArg(d, &f)
+			cfg.PublicKeyFiles = append(cfg.PublicKeyFiles, f)
+		case "jwks_file":
+			err = oneArg(d, &cfg.JWKSFile)
+		case "algorithms":
+			cfg.Algorithms = d.RemainingArgs()
+			if len(cfg.Algorithms) == 0 {
+				return nil, d.Errf("jwt: algorithms: list the accepted algorithms, such as RS256 ES256")
+			}
+		case "issuer":
+			err = oneArg(d, &cfg.Issuer)
+		case "audience":
+			err = oneArg(d, &cfg.Audience)
+		case "leeway":
+			var arg string
+			if err = oneArg(d, &arg); err == nil {
+				var dur time.Duration
+				if dur, err = durationArg(d, "jwt leeway", arg); err == nil {
+					cfg.Leeway = caddy.Duration(dur)
+				}
+			}
+		case "from_header":
+			err = oneArg(d, &cfg.FromHeader)
+			if err == nil && !httpguts.ValidHeaderFieldName(cfg.FromHeader) {
+				return nil, d.Errf("jwt: from_header %q: not a valid header name", cfg.FromHeader)
+			}
+		case "from_cookie":
+			err = oneArg(d, &cfg.FromCookie)
+		case "unverified":
+			err = flagArg(d, &cfg.Unverified)
+		default:
+			return nil, d.Errf("jwt: unrecognized subdirective %q", sub)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(cfg.Algorithms) == 0 {
+		return nil, d.Errf("jwt: algorithms is required (such as algorithms RS256)")
+	}
+	if cfg.FromHeader != "" && cfg.FromCookie != "" {
+		return nil, d.Errf("jwt: from_header and from_cookie: give one")
+	}
+	return cfg, nil
 }

@@ -200,7 +200,7 @@ func TestParseCaddyfileErrors(t *testing.T) {
 		{"rate_limit {\n limit 10 1m\n by ip/24/129\n}", `IPv6 prefix length "129" must be 0 to 128, at Testfile:3`},
 		{"rate_limit {\n limit 10 1m\n by header\n}", "by header: want a name, as in `by header NAME`, at Testfile:3"},
 		{"rate_limit {\n limit 10 1m\n by nobody\n}", `by "nobody": want ip`},
-		{"rate_limit {\n limit 10 1m\n by jwt sub\n}", "JWT claim keys are not available in this version"},
+		{"rate_limit {\n limit 10 1m\n by jwt\n}", "by jwt: want a name, as in `by jwt NAME`"},
 		{"rate_limit {\n limit 10 1m\n by\n}", "wrong argument count"},
 		{"rate_limit {\n limit 10 1m\n exempt 10.0.0.0/33\n}", `exempt "10.0.0.0/33"`},
 		{"rate_limit {\n limit 10 1m\n exempt localhost\n}", `exempt "localhost": not an IP address or CIDR, at Testfile:3`},

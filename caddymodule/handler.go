@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 )
@@ -22,13 +23,31 @@ type Handler struct {
 	// handler (each narrowed by its own match). At least one.
 	Rules []Rule `json:"rules,omitempty"`
 
+	// RulesFile is the path of a file of rules in the EdgeByte YAML format
+	// (a rate_limit: list of rules, each with path:, limit:, window:, by:
+	// and any other subdirective as a field). It is read when the config
+	// loads, on every load: its rules are added to Rules. A missing file,
+	// bad YAML, an unknown field or a bad value fails the load with the
+	// file and line. Global placeholders such as {env.RULES} are replaced.
+	// Default: none.
+	RulesFile string `json:"rules_file,omitempty"`
+
+	// RulesFileNames prefixes the names derived for the rules of RulesFile
+	// that have no name: "<prefix> <path> by <key>". The Caddyfile adapter
+	// sets the site's addresses, so that two sites reading one file keep
+	// separate counters. Default: the file's path.
+	RulesFileNames string `json:"rules_file_names,omitempty"`
+
 	// SweepInterval is accepted for compatibility with
 	// mholt/caddy-ratelimit; idle keys are swept by the rate_limit app.
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
 
-	rules  []*rule // provisioned
-	app    *App
-	logger *zap.Logger
+	rules   []*rule // provisioned
+	app     *App
+	logger  *zap.Logger
+	denials *zap.Logger // logger, sampled: a flood of denials cannot flood the log
+	ctx     caddy.Context
+	events  *caddyevents.App
 }
 
 // CaddyModule returns the Caddy module information.

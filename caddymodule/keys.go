@@ -16,8 +16,9 @@ import (
 // keySource is one part of a rule's key (one word of `by`).
 type keySource struct {
 	kind   sourceKind
-	name   string // header (canonical), query or cookie name; placeholder text
-	v4, v6 int    // prefix lengths, for sourceIPPrefix
+	name   string  // header (canonical), query or cookie name; placeholder text; claim path
+	v4, v6 int     // prefix lengths, for sourceIPPrefix
+	tokens *tokens // for sourceJWT: the app's, set at provision
 }
 
 type sourceKind uint8
@@ -30,6 +31,7 @@ const (
 	sourceQuery
 	sourceCookie
 	sourcePlaceholder
+	sourceJWT
 )
 
 // keySeparator joins the parts of a composite key; it cannot appear in a
@@ -84,11 +86,11 @@ func parseKeySource(word string) (keySource, error) {
 		// caddy-ratelimit zone key without placeholders means)
 		return needArg(sourcePlaceholder)
 	case kind == "jwt":
-		return keySource{}, fmt.Errorf("by jwt: JWT claim keys are not available in this version; use `by header Authorization` or a placeholder")
+		return needArg(sourceJWT)
 	case strings.Contains(word, "{"):
 		return keySource{kind: sourcePlaceholder, name: word}, nil
 	}
-	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME, static TEXT or a {placeholder}", word)
+	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME, jwt CLAIM, static TEXT or a {placeholder}", word)
 }
 
 // parseIPPrefixSource reads "ip/24" or "ip/24/64".
@@ -160,6 +162,12 @@ func (src keySource) value(r *http.Request, repl *caddy.Replacer) string {
 		return p.String()
 	case sourceUserID:
 		v, _ := repl.GetString("http.auth.user.id")
+		return v
+	case sourceJWT:
+		if src.tokens == nil {
+			return ""
+		}
+		v, _ := src.tokens.claim(r, src.name)
 		return v
 	case sourceHeader:
 		if vs := r.Header[src.name]; len(vs) > 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -19,6 +20,7 @@ import (
 type rule struct {
 	Rule
 	lim      *limiter.Limiter
+	stats    *ruleStats
 	matchers caddyhttp.MatcherSets
 	keys     []keySource
 	exempt   []netip.Prefix
@@ -79,6 +81,32 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.app = appIface.(*App)
 	h.app.handlers++
 	h.logger = ctx.Logger()
+	h.denials = h.logger.WithOptions(zap.WrapCore(sampleDenials))
+	h.ctx = ctx
+	events, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("loading events app: %v", err)
+	}
+	h.events = events.(*caddyevents.App)
+	if h.RulesFile != "" {
+		path := caddy.NewReplacer().ReplaceKnown(h.RulesFile, "")
+		prefix := h.RulesFileNames
+		if prefix == "" {
+			prefix = path
+		}
+		rules, err := loadRulesFile(path, prefix)
+		if err != nil {
+			return err
+		}
+		h.Rules = append(h.Rules, rules...)
+	}
+	names := make(map[string]bool, len(h.Rules))
+	for _, r := range h.Rules {
+		if names[r.Name] && r.Name != "" {
+			return fmt.Errorf("rule %q is defined twice in this handler", r.Name)
+		}
+		names[r.Name] = true
+	}
 	for i := range h.Rules {
 		r, err := newRule(h.Rules[i])
 		if err != nil {
@@ -93,10 +121,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				return fmt.Errorf("rule %s: %v", r.Name, err)
 			}
 		}
+		for k := range r.keys {
+			if r.keys[k].kind == sourceJWT {
+				if h.app.tokens == nil {
+					return fmt.Errorf("rule %s: by jwt needs the keys that verify tokens: set the global option rate_limit { jwt { … } }", r.Name)
+				}
+				r.keys[k].tokens = h.app.tokens
+			}
+		}
 		if r.hasGeo && !h.app.hasCountries() {
 			return fmt.Errorf("rule %s: geo_multiplier needs the client's country: set the global option rate_limit { geoip <database.mmdb> } or { geo_header <name> }", r.Name)
 		}
-		r.lim, err = h.app.limiterFor(r.Name, r.limiterConfig())
+		r.lim, r.stats, err = h.app.limiterFor(r.Rule)
 		if err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}

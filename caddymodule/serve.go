@@ -10,7 +10,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -31,11 +30,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var delay time.Duration
 	var where country
 	for _, ru := range h.rules {
-		if ok, err := ru.applies(r); err != nil || !ok {
+		if ok, err := ru.matches(r); err != nil || !ok {
 			if err != nil {
 				h.undo(w.Header(), r, &took, now)
 				return caddyhttp.Error(http.StatusInternalServerError, err)
 			}
+			continue
+		}
+		if ru.exempts(r) {
+			ru.stats.exempt.Add(1)
 			continue
 		}
 		key, ok := keyOf(ru.keys, r, repl)
@@ -44,6 +47,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			case missingIP:
 				key = fallbackKey(r)
 			case missingDeny:
+				ru.stats.denied.Add(1)
 				h.undo(w.Header(), r, &took, now)
 				return caddyhttp.Error(http.StatusForbidden, fmt.Errorf("rate limit %s: request has no key", ru.Name))
 			default:
@@ -60,9 +64,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			scale = ru.geo.For(where.of(h.app, r, repl))
 		}
 		d := ru.lim.AllowScaledAt(key, now, cost, scale)
+		ru.stats.decided(key, cost, d.Allowed, ru.Shadow)
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, now)
 			ru.setHeaders(w.Header(), &d)
+			sampleDecision(now)
 			return h.deny(ru, w, r, repl, key, cost, &d, where.code)
 		}
 		ru.setHeaders(w.Header(), &d)
@@ -75,6 +81,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			delay = max(delay, d.Delay)
 		}
 	}
+	sampleDecision(now)
 	if h.app.handlers > 1 && took.n > 0 {
 		// a later rate_limit handler may deny: leave the record where it
 		// will look, and no longer here, so nothing is given back twice
@@ -94,26 +101,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return next.ServeHTTP(w, r)
 }
 
-// applies is true if the request is one the rule limits: its matchers
-// match and the client is not exempt.
-func (ru *rule) applies(r *http.Request) (bool, error) {
-	if len(ru.matchers) > 0 {
-		if ok, err := ru.matchers.AnyMatchWithError(r); err != nil || !ok {
-			return false, err
+// matches is true if the rule's matchers match the request.
+func (ru *rule) matches(r *http.Request) (bool, error) {
+	if len(ru.matchers) == 0 {
+		return true, nil
+	}
+	return ru.matchers.AnyMatchWithError(r)
+}
+
+// exempts is true if the client is in one of the rule's exempt ranges.
+func (ru *rule) exempts(r *http.Request) bool {
+	if len(ru.exempt) == 0 {
+		return false
+	}
+	addr, err := netip.ParseAddr(clientIP(r))
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap()
+	for _, p := range ru.exempt {
+		if p.Contains(addr) {
+			return true
 		}
 	}
-	if len(ru.exempt) > 0 {
-		addr, err := netip.ParseAddr(clientIP(r))
-		if err == nil {
-			addr = addr.Unmap()
-			for _, p := range ru.exempt {
-				if p.Contains(addr) {
-					return false, nil
-				}
-			}
-		}
-	}
-	return true, nil
+	return false
 }
 
 // costOf is the units the request takes.
@@ -147,6 +158,7 @@ func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *c
 	repl.Set("http.rate_limit.key", key)
 	repl.Set("http.rate_limit.retry_after", secs)
 	h.logDenial(ru, r, key, d, country, false)
+	h.emitDenial(ru, r, key, secs, country)
 	if ru.ProblemJSON {
 		return writeProblem(w, ru.violated(d, cost), secs)
 	}
@@ -165,29 +177,4 @@ func (ru *rule) violated(d *limiter.Decision, cost int64) []string {
 		names = ru.policies
 	}
 	return names
-}
-
-// logDenial logs a denial at info; the key only with log_key, the
-// client's country only for a rule with geo_multiplier.
-func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.Decision, country string, shadow bool) {
-	msg := "rate limit exceeded"
-	if shadow {
-		msg = "rate limit exceeded (shadow: served)"
-	}
-	ce := h.logger.Check(zap.InfoLevel, msg)
-	if ce == nil {
-		return
-	}
-	fields := []zap.Field{
-		zap.String("rule", ru.Name),
-		zap.String("client_ip", clientIP(r)),
-		zap.Duration("wait", d.RetryAfter),
-	}
-	if ru.LogKey {
-		fields = append(fields, zap.String("key", key))
-	}
-	if ru.hasGeo {
-		fields = append(fields, zap.String("country", country))
-	}
-	ce.Write(fields...)
 }

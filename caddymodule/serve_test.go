@@ -19,7 +19,7 @@ import (
 func testHandler(tb testing.TB, app *App, rules ...Rule) *Handler {
 	tb.Helper()
 	app.handlers++
-	h := &Handler{Rules: rules, logger: zap.NewNop(), app: app}
+	h := &Handler{Rules: rules, logger: zap.NewNop(), denials: zap.NewNop(), app: app}
 	for _, cfg := range rules {
 		r, err := newRule(cfg)
 		if err != nil {
@@ -28,6 +28,7 @@ func testHandler(tb testing.TB, app *App, rules ...Rule) *Handler {
 		if r.lim, err = limiter.New(r.limiterConfig()); err != nil {
 			tb.Fatal(err)
 		}
+		r.stats = newRuleStats()
 		h.rules = append(h.rules, r)
 	}
 	return h

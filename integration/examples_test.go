@@ -14,7 +14,7 @@ import (
 // into the example's global block (or a new one), and EDGELIMIT_PORT, which
 // the examples' site addresses use, is the test's HTTP port. Requests are
 // sent with Host: localhost:PORT, as curl would for the examples' site.
-func startExample(t *testing.T, name string) *caddyProc {
+func startExample(t *testing.T, name string, env ...string) *caddyProc {
 	t.Helper()
 	needCaddy(t)
 	root, err := moduleRoot()
@@ -32,7 +32,7 @@ func startExample(t *testing.T, name string) *caddyProc {
 	if !strings.Contains(text, "http://localhost:{$EDGELIMIT_PORT:8080}") {
 		t.Fatalf("%s: its site address is not http://localhost:{$EDGELIMIT_PORT:8080}", name)
 	}
-	p := startCaddy(t, withGlobals(text))
+	p := startCaddy(t, withGlobals(text), env...)
 	p.host = fmt.Sprintf("localhost:%d", p.data.HTTP)
 	return p
 }
@@ -73,7 +73,7 @@ func TestExamplesHaveTests(t *testing.T) {
 		t.Fatal("no caddyfile_examples/*.Caddyfile")
 	}
 	for _, f := range files {
-		if !strings.Contains(string(src), `startExample(t, "`+filepath.Base(f)+`")`) {
+		if !strings.Contains(string(src), `startExample(t, "`+filepath.Base(f)+`"`) {
 			t.Errorf("%s has no test in examples_test.go", filepath.Base(f))
 		}
 	}
@@ -282,4 +282,28 @@ func TestExampleGeo(t *testing.T) {
 	if want := `"public";q=15;w=60`; h.Get("RateLimit-Policy") != want || body != "Hello, client from RU." {
 		t.Errorf("RU: RateLimit-Policy %q, body %q; want %q, %q", h.Get("RateLimit-Policy"), body, want, "Hello, client from RU.")
 	}
+}
+
+func TestExampleRulesFile(t *testing.T) {
+	t.Parallel()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startExample(t, "rules_file.Caddyfile", "EDGELIMIT_RULES="+filepath.Join(root, "caddyfile_examples", "edgebyte_rules.yaml"))
+	wantStatuses(t, "alice", p.statuses(t, 22, "/api/v1/orders", basicAuth("alice")...), seq(20, 200, 2, 429))
+	if code, _, body := p.get(t, "/api/v1/orders", basicAuth("bob")...); code != 200 || body != "Hello, bob." {
+		t.Errorf("bob: %d %q", code, body)
+	}
+	if code, _, _ := p.get(t, "/api/v1/orders"); code != 401 {
+		t.Errorf("no credentials: %d, want 401", code)
+	}
+	_, h, body := p.get(t, "/api/public/x", "CF-IPCountry", "RU")
+	if !strings.HasSuffix(h.Get("RateLimit-Policy"), ` /api/public/* by ip";q=1500;w=60`) {
+		t.Errorf("public from RU: RateLimit-Policy %q", h.Get("RateLimit-Policy"))
+	}
+	if body != "Hello, client from RU." {
+		t.Errorf("public from RU: body %q", body)
+	}
+	wantStatuses(t, "login", p.statuses(t, 6, "/login"), seq(5, 200, 1, 429))
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDenialLog checks the log line of a denial: at info, with the rule
@@ -49,7 +50,61 @@ func TestDenialLog(t *testing.T) {
 	if !strings.Contains(line, `"key":"key-logged"`) {
 		t.Errorf("denial log %q: want \"key\":\"key-logged\" with log_key", line)
 	}
-	if line := p.waitLog(`"rule":"shadow_keys"`); !strings.Contains(line, "shadow") || !strings.Contains(line, `"client_ip":"192.0.2.8"`) {
+	if line := p.waitLog(`"msg":"rate limit exceeded (shadow`, `"rule":"shadow_keys"`); !strings.Contains(line, "shadow") || !strings.Contains(line, `"client_ip":"192.0.2.8"`) {
 		t.Errorf("shadow denial log %q: want a line saying shadow, with client_ip", line)
+	}
+}
+
+// TestDenialLogSampled: a flood of denials writes at most denialsFirst
+// (20) lines a second, then one in 1000; every denial is still counted.
+func TestDenialLogSampled(t *testing.T) {
+	t.Parallel()
+	p := startCaddy(t, plainGlobals+`
+:{{.HTTP}} {
+	rate_limit {
+		name flood
+		limit 1 30d
+	}
+	respond "ok"
+}
+`)
+	tally := count(t, 301, func() int { return p.status(t, "/") })
+	if tally[200] != 1 || tally[429] != 300 {
+		t.Fatalf("statuses %v, want 1 200 and 300 429s", tally)
+	}
+	// The log reaches the test through a pipe: wait for the 20 lines that
+	// must come, then see that no more did.
+	p.waitLog(`"msg":"rate limit exceeded"`, `"ts"`) // the first
+	lines := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if lines = strings.Count(p.log(), `"msg":"rate limit exceeded"`); lines >= 20 {
+			break
+		}
+	}
+	if lines < 20 || lines > 40 { // 20 a second; the flood may straddle a second
+		t.Errorf("%d denial log lines for 300 denials, want 20 to 40 (sampled)", lines)
+	}
+}
+
+// TestDenialEvent: a denial emits the rate_limit_exceeded Caddy event
+// (seen here in the events app's debug log), with the rule and client.
+func TestDenialEvent(t *testing.T) {
+	t.Parallel()
+	p := startCaddy(t, `{
+	{{.Global}}
+	debug
+}
+:{{.HTTP}} {
+	rate_limit {
+		name evented
+		limit 1 30d
+	}
+	respond "ok"
+}
+`)
+	wantStatuses(t, "evented", p.statuses(t, 2, "/"), seq(1, 200, 1, 429))
+	line := p.waitLog(`"name":"rate_limit_exceeded"`)
+	if !strings.Contains(line, `"rule":"evented"`) || !strings.Contains(line, `"client_ip":"127.0.0.1"`) || !strings.Contains(line, `"origin":"http.handlers.rate_limit"`) {
+		t.Errorf("event log line %q: want the rule, the client IP and the origin", line)
 	}
 }

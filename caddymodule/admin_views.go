@@ -1,0 +1,180 @@
+package caddymodule
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/edgebyte/edgelimit/limiter"
+	"github.com/edgebyte/edgelimit/topkeys"
+)
+
+// The JSON answers of the admin API.
+
+// overviewView is GET /rate_limit/.
+type overviewView struct {
+	Rules []ruleView `json:"rules"`
+}
+
+// ruleView is a rule: its configuration as loaded, the limits in force,
+// and what it has decided since its name came into use (counts survive
+// reloads).
+type ruleView struct {
+	Name      string        `json:"name"`
+	Config    Rule          `json:"config"`
+	Algorithm string        `json:"algorithm"`
+	Limits    []limitView   `json:"limits"`
+	Burst     int64         `json:"burst,omitempty"`
+	Keys      int           `json:"keys"`
+	MaxKeys   int           `json:"max_keys"`
+	Evictions uint64        `json:"evictions"`
+	Requests  statsSnapshot `json:"requests"`
+}
+
+// limitView is a limit in force.
+type limitView struct {
+	Count         int64   `json:"count"`
+	Window        string  `json:"window"`
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// keyView is a key's state: per limit, as a request from it would see it
+// now, at the scale its country gives (when the rule has geo_multiplier
+// and the key is an address or prefix the database places).
+type keyView struct {
+	Rule    string `json:"rule"`
+	Key     string `json:"key"`
+	Country string `json:"country,omitempty"`
+	// Scale is the factor on the limits: the country's geo_multiplier
+	// factor, 1 without one.
+	Scale float64 `json:"scale"`
+	// Allowed is whether a request of cost 1 would pass now.
+	Allowed bool `json:"allowed"`
+	// RetryAfterSeconds is, when it would not, how long until it would.
+	RetryAfterSeconds float64        `json:"retry_after_seconds,omitempty"`
+	Limits            []keyLimitView `json:"limits"`
+}
+
+// keyLimitView is a key's state under one limit.
+type keyLimitView struct {
+	Limit         int64   `json:"limit"`
+	WindowSeconds float64 `json:"window_seconds"`
+	Used          int64   `json:"used"`
+	Remaining     int64   `json:"remaining"`
+	ResetSeconds  float64 `json:"reset_seconds"`
+}
+
+// topKeysView is GET …/keys: the heaviest keys, by units asked for or by
+// denials, with Count an upper bound and Count−Error a lower bound of a
+// key's weight since it was last reset.
+type topKeysView struct {
+	Rule  string   `json:"rule"`
+	By    string   `json:"by"`
+	Total uint64   `json:"total"`
+	Keys  []topKey `json:"keys"`
+}
+
+type topKey struct {
+	Key       string `json:"key"`
+	Count     uint64 `json:"count"`
+	Error     uint64 `json:"error"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+func (v *topKeysView) addEntries(es []topkeys.Entry) {
+	for _, e := range es {
+		v.Keys = append(v.Keys, topKey{Key: e.Key, Count: e.Count, Error: e.Error, Truncated: e.Truncated})
+	}
+}
+
+// resetView is DELETE …/keys/{key}.
+type resetView struct {
+	Rule  string `json:"rule"`
+	Key   string `json:"key"`
+	Reset bool   `json:"reset"`
+}
+
+// clusterView is GET /rate_limit/cluster.
+type clusterView struct {
+	Enabled bool     `json:"enabled"`
+	Members []string `json:"members"`
+}
+
+func overview() overviewView {
+	v := overviewView{Rules: []ruleView{}}
+	for _, e := range registry.list() {
+		v.Rules = append(v.Rules, describeRule(e))
+	}
+	return v
+}
+
+func describeRule(e ruleEntry) ruleView {
+	cfg := e.lim.Config()
+	v := ruleView{
+		Name:      e.name,
+		Config:    e.rule,
+		Algorithm: string(cfg.Algorithm),
+		Burst:     cfg.Burst,
+		Keys:      e.lim.Len(),
+		MaxKeys:   cfg.MaxKeys,
+		Evictions: e.lim.Evictions(),
+		Requests:  e.stats.snapshot(),
+	}
+	if v.Algorithm == "" {
+		v.Algorithm = string(limiter.SlidingWindow)
+	}
+	if v.MaxKeys == 0 {
+		v.MaxKeys = limiter.DefaultMaxKeys
+	}
+	for _, l := range cfg.Limits {
+		v.Limits = append(v.Limits, limitView{Count: l.Count, Window: windowText(l.Window), WindowSeconds: l.Window.Seconds()})
+	}
+	return v
+}
+
+func describeKey(e ruleEntry, key string) keyView {
+	v := keyView{Rule: e.name, Key: key, Scale: 1}
+	if len(e.rule.GeoMultiplier) > 0 {
+		if code, ok := countryOfKey(key); ok {
+			v.Country = code
+		}
+		if m, err := newRule(e.rule); err == nil {
+			v.Scale = m.geo.For(v.Country, v.Country != "")
+		}
+	}
+	now := time.Now()
+	d := e.lim.PeekScaledAt(key, now, 0, v.Scale)
+	for i := 0; i < d.Len; i++ {
+		q := d.Quotas[i]
+		v.Limits = append(v.Limits, keyLimitView{
+			Limit:         q.Limit,
+			WindowSeconds: q.Window.Seconds(),
+			Used:          max(0, q.Limit-q.Remaining),
+			Remaining:     q.Remaining,
+			ResetSeconds:  q.Reset.Seconds(),
+		})
+	}
+	next := e.lim.PeekScaledAt(key, now, 1, v.Scale)
+	v.Allowed = next.Allowed
+	v.RetryAfterSeconds = next.RetryAfter.Seconds()
+	return v
+}
+
+// countryOfKey is the country the running config's geoip database gives a
+// key that is a client address or prefix (by ip, by ip/24).
+func countryOfKey(key string) (string, bool) {
+	app := activeApp.Load()
+	if app == nil || app.geo == nil {
+		return "", false
+	}
+	key = strings.TrimPrefix(key, "\x00") // on_missing_key ip
+	addr, err := netip.ParseAddr(key)
+	if err != nil {
+		p, perr := netip.ParsePrefix(key)
+		if perr != nil {
+			return "", false
+		}
+		addr = p.Addr()
+	}
+	return app.geo.Country(addr)
+}

@@ -1,0 +1,93 @@
+package caddymodule
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The metrics: namespace caddy, subsystem rate_limit. Their only labels
+// are rule names and fixed words, never anything a client sends.
+var (
+	descRequests = prometheus.NewDesc("caddy_rate_limit_requests_total",
+		"Requests a rule decided, by decision: allowed, denied, shadow_denied (would have been denied; served), exempt.",
+		[]string{"rule", "decision"}, nil)
+	descKeys = prometheus.NewDesc("caddy_rate_limit_keys",
+		"Keys a rule holds state for.",
+		[]string{"rule"}, nil)
+	descEvictions = prometheus.NewDesc("caddy_rate_limit_evictions_total",
+		"Keys a rule evicted to stay within max_keys.",
+		[]string{"rule"}, nil)
+
+	descJWTFailures = prometheus.NewDesc("caddy_rate_limit_jwt_failures_total",
+		"Tokens that failed verification for rules keyed by a JWT claim, by reason; such requests get no key from the token.",
+		[]string{"reason"}, nil)
+
+	// decisionSeconds is the time the handler takes over a request
+	// (rules matched, keyed, decided, headers set), measured on one
+	// request in decisionSample.
+	decisionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "caddy",
+		Subsystem: "rate_limit",
+		Name:      "decision_seconds",
+		Help:      "Time the rate_limit handler takes to decide a request, sampled on one request in 64.",
+		Buckets:   prometheus.ExponentialBuckets(250e-9, 2, 14), // 250ns to 2ms
+	})
+)
+
+// decisionSample is how many requests pass, on average, for one that is
+// timed: a power of two.
+const decisionSample = 64
+
+// sampleDecision records the time since start on one call in
+// decisionSample, picked at random (a per-core generator: no counter
+// shared between cores).
+func sampleDecision(start time.Time) {
+	if rand.Uint32()&(decisionSample-1) == 0 {
+		decisionSeconds.Observe(time.Since(start).Seconds())
+	}
+}
+
+// collector reads the rules' statistics from the registry when Prometheus
+// scrapes: the counts live with the rules' counters, so they survive config
+// reloads, while each config has a metrics registry of its own.
+type collector struct{}
+
+// Describe sends the metrics' descriptions.
+func (collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRequests
+	ch <- descKeys
+	ch <- descEvictions
+	ch <- descJWTFailures
+	decisionSeconds.Describe(ch)
+}
+
+// Collect sends every rule's current counts.
+func (collector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range registry.list() {
+		st := r.stats.snapshot()
+		for _, v := range []struct {
+			decision string
+			n        uint64
+		}{{"allowed", st.Allowed}, {"denied", st.Denied}, {"shadow_denied", st.ShadowDenied}, {"exempt", st.Exempt}} {
+			ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(v.n), r.name, v.decision)
+		}
+		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(r.lim.Len()), r.name)
+		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(r.lim.Evictions()), r.name)
+	}
+	for i, reason := range jwtReasons {
+		ch <- prometheus.MustNewConstMetric(descJWTFailures, prometheus.CounterValue, float64(jwtFailures[i].Load()), reason)
+	}
+	decisionSeconds.Collect(ch)
+}
+
+// registerMetrics adds the collector to a config's metrics registry.
+func registerMetrics(reg prometheus.Registerer) error {
+	err := reg.Register(collector{})
+	if errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil
+	}
+	return err
+}

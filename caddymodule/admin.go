@@ -93,7 +93,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 			if r.Method == http.MethodDelete {
 				return resetKey(w, e, parts[3])
 			}
-			return serveKey(w, e, parts[3])
+			return serveKey(w, e, parts[3], r.URL.Query().Get("tier"))
 		}
 	}
 	return apiError(http.StatusNotFound, "no such route: %s (see GET %s)", r.URL.Path, adminPrefix)
@@ -174,11 +174,14 @@ func serveTopKeys(w http.ResponseWriter, r *http.Request, e ruleEntry) error {
 }
 
 // serveKey answers a key's state.
-func serveKey(w http.ResponseWriter, e ruleEntry, key string) error {
+func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
 	if !e.lim.Contains(key) {
 		return apiError(http.StatusNotFound, "rule %q has no state for key %q (never seen, idle and swept, or evicted)", e.name, key)
 	}
-	return writeJSON(w, describeKey(e, key))
+	if _, ok := e.rule.Tiers[tier]; tier != "" && !ok {
+		return apiError(http.StatusNotFound, "rule %q has no tier %q", e.name, tier)
+	}
+	return writeJSON(w, describeKey(e, key, tier))
 }
 
 // resetKey forgets a key's state: its next request starts afresh.

@@ -45,8 +45,11 @@ type keyView struct {
 	Rule    string `json:"rule"`
 	Key     string `json:"key"`
 	Country string `json:"country,omitempty"`
+	// Tier is the tier the limits are shown at (?tier=NAME); the rule's
+	// own limits without one, as a tier is a request's, not a key's.
+	Tier string `json:"tier,omitempty"`
 	// Scale is the factor on the limits: the country's geo_multiplier
-	// factor, 1 without one.
+	// factor times the tier's, 1 without either.
 	Scale float64 `json:"scale"`
 	// Allowed is whether a request of cost 1 would pass now.
 	Allowed bool `json:"allowed"`
@@ -132,14 +135,19 @@ func describeRule(e ruleEntry) ruleView {
 	return v
 }
 
-func describeKey(e ruleEntry, key string) keyView {
-	v := keyView{Rule: e.name, Key: key, Scale: 1}
-	if len(e.rule.GeoMultiplier) > 0 {
+func describeKey(e ruleEntry, key, tier string) keyView {
+	v := keyView{Rule: e.name, Key: key, Tier: tier, Scale: 1}
+	if len(e.rule.GeoMultiplier) > 0 || tier != "" {
 		if code, ok := countryOfKey(key); ok {
 			v.Country = code
 		}
 		if m, err := newRule(e.rule); err == nil {
-			v.Scale = m.geo.For(v.Country, v.Country != "")
+			if len(e.rule.GeoMultiplier) > 0 {
+				v.Scale = m.geo.For(v.Country, v.Country != "")
+			}
+			if f, ok := m.tiers[tier]; ok {
+				v.Scale *= f
+			}
 		}
 	}
 	now := time.Now()

@@ -61,7 +61,7 @@ func (s *ruleSpec) has(subdirective string) bool {
 }
 
 // repeatableSubdirectives add to their list; the others may appear once.
-var repeatableSubdirectives = map[string]bool{"limit": true, "by": true, "exempt": true, "match": true}
+var repeatableSubdirectives = map[string]bool{"limit": true, "by": true, "exempt": true, "match": true, "tier": true}
 
 // inheritedFields copies each field a rule may inherit from the defaults, by
 // subdirective. name is not inherited.
@@ -81,6 +81,9 @@ var inheritedFields = map[string]func(dst, src *Rule){
 	"problem_json":   func(dst, src *Rule) { dst.ProblemJSON = src.ProblemJSON },
 	"log_key":        func(dst, src *Rule) { dst.LogKey = src.LogKey },
 	"geo_multiplier": func(dst, src *Rule) { dst.GeoMultiplier = maps.Clone(src.GeoMultiplier) },
+	"tier":           func(dst, src *Rule) { dst.Tiers = maps.Clone(src.Tiers) },
+	"tier_by":        func(dst, src *Rule) { dst.TierBy = src.TierBy },
+	"key_hash":       func(dst, src *Rule) { dst.KeyHash = src.KeyHash },
 	"match":          func(dst, src *Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
 }
 
@@ -267,6 +270,42 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "log_key":
 		return flagArg(d, &r.LogKey)
+
+	case "key_hash":
+		if err := oneArg(d, &r.KeyHash); err != nil {
+			return err
+		}
+		if r.KeyHash != keyHashSHA256 {
+			return d.Errf("key_hash %q: want sha256", r.KeyHash)
+		}
+
+	case "tier":
+		args := d.RemainingArgs()
+		if len(args) < 2 {
+			return d.Errf("tier: want a name and its limits, as in `tier pro 1000/1m`")
+		}
+		if _, dup := r.Tiers[args[0]]; dup {
+			return d.Errf("tier %s given twice", args[0])
+		}
+		for _, spec := range args[1:] {
+			if _, _, err := parseTierLimit(spec); err != nil {
+				return d.Errf("tier %s: %v", args[0], err)
+			}
+		}
+		if r.Tiers == nil {
+			r.Tiers = make(map[string][]string)
+		}
+		r.Tiers[args[0]] = args[1:]
+
+	case "tier_by":
+		words, err := parseBy(d)
+		if err != nil {
+			return err
+		}
+		if len(words) != 1 {
+			return d.Errf("tier_by: want one source, such as jwt plan or header X-Plan")
+		}
+		r.TierBy = words[0]
 
 	case "geo_multiplier":
 		m, err := geo.ParseMultipliers(d.RemainingArgs())

@@ -1,6 +1,8 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -245,4 +247,11 @@ func hasControl(s string) bool {
 		}
 	}
 	return false
+}
+
+// hashedKey is a key as key_hash sha256 keeps it: the hex SHA-256 of it,
+// what `printf %s KEY | sha256sum` prints.
+func hashedKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }

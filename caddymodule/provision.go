@@ -32,6 +32,9 @@ type rule struct {
 	policy   string // RateLimit-Policy at scale 1
 	geo      geo.Multipliers
 	hasGeo   bool // geo_multiplier is set
+
+	tiers      map[string]float64 // the factor of each tier; nil without tiers
+	tierSource keySource
 }
 
 // newRule provisions what a Rule needs per request (but its limiter and
@@ -65,6 +68,19 @@ func newRule(cfg Rule) (*rule, error) {
 		return nil, fmt.Errorf("geo_multiplier: %v", err)
 	}
 	r.hasGeo = len(r.GeoMultiplier) > 0
+	if r.tiers, err = parseTiers(r.Tiers, r.Limits); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.tiers != nil && r.TierBy == "":
+		return nil, fmt.Errorf("tiers need tier_by: where the request's tier comes from (jwt plan, header X-Plan)")
+	case r.tiers == nil && r.TierBy != "":
+		return nil, fmt.Errorf("tier_by without tiers")
+	case r.tiers != nil:
+		if r.tierSource, err = parseKeySource(r.TierBy); err != nil {
+			return nil, fmt.Errorf("tier_by: %v", err)
+		}
+	}
 	r.ietf = r.Headers == "" || r.Headers == headersIETF || r.Headers == headersBoth
 	r.legacy = r.Headers == headersLegacy || r.Headers == headersBoth
 	r.policies = policyNames(r.Name, r.Limits)
@@ -121,12 +137,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				return fmt.Errorf("rule %s: %v", r.Name, err)
 			}
 		}
-		for k := range r.keys {
-			if r.keys[k].kind == sourceJWT {
+		for _, src := range append(ptrs(r.keys), &r.tierSource) {
+			if src.kind == sourceJWT {
 				if h.app.tokens == nil {
-					return fmt.Errorf("rule %s: by jwt needs the keys that verify tokens: set the global option rate_limit { jwt { … } }", r.Name)
+					return fmt.Errorf("rule %s: jwt %s needs the keys that verify tokens: set the global option rate_limit { jwt { … } }", r.Name, src.name)
 				}
-				r.keys[k].tokens = h.app.tokens
+				src.tokens = h.app.tokens
 			}
 		}
 		if r.hasGeo && !h.app.hasCountries() {
@@ -160,4 +176,13 @@ func (h *Handler) Cleanup() error {
 		registry.release(r.Name)
 	}
 	return nil
+}
+
+// ptrs points at each element of s.
+func ptrs[T any](s []T) []*T {
+	out := make([]*T, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
 }

@@ -88,6 +88,12 @@ type Rule struct {
 	// body to handle_errors. Default: off.
 	ProblemJSON bool `json:"problem_json,omitempty"`
 
+	// KeyHash, "sha256", replaces each key by the hex SHA-256 of it before
+	// anything else sees it: the counters, the top-keys sketch, the admin
+	// API, logs and events then hold the hash, never the key in clear (an
+	// API key, a token's subject). Default: none.
+	KeyHash string `json:"key_hash,omitempty"`
+
 	// LogKey writes the key in the denial log line. Default: off (keys may
 	// be personal data).
 	LogKey bool `json:"log_key,omitempty"`
@@ -103,6 +109,18 @@ type Rule struct {
 	// if its country changes. Needs the app's geoip or geo_header.
 	// Default: 1 for every country.
 	GeoMultiplier map[string]float64 `json:"geo_multiplier,omitempty"`
+
+	// Tiers are alternative limits by tier name: each gives one
+	// "COUNT/WINDOW" per limit of the rule, with the rule's windows and
+	// one factor for all of them ({"free": ["100/1m"], "pro":
+	// ["1000/1m"]}); a count of 0 blocks the tier. TierBy names the
+	// request's tier. A request without a tier, or with one not listed,
+	// gets the rule's limits. Default: none.
+	Tiers map[string][]string `json:"tiers,omitempty"`
+
+	// TierBy is the key source whose value is the request's tier: "jwt
+	// plan", "header X-Plan", or any source of By. Required with Tiers.
+	TierBy string `json:"tier_by,omitempty"`
 }
 
 // Limit is one quota of a rule: Count units per Window.
@@ -119,6 +137,8 @@ const (
 	headersLegacy = "legacy"
 	headersBoth   = "both"
 	headersOff    = "off"
+
+	keyHashSHA256 = "sha256"
 
 	missingSkip = "skip"
 	missingIP   = "ip"
@@ -167,6 +187,9 @@ func (r *Rule) checkFields() error {
 	case "", headersIETF, headersLegacy, headersBoth, headersOff:
 	default:
 		return fmt.Errorf("headers %q: want ietf, legacy, both or off", r.Headers)
+	}
+	if r.KeyHash != "" && r.KeyHash != keyHashSHA256 {
+		return fmt.Errorf("key_hash %q: want sha256", r.KeyHash)
 	}
 	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
 		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)

@@ -98,7 +98,7 @@ func parseRulesFile(data []byte, file, namePrefix string) ([]Rule, error) {
 
 // yamlOnlyFields are the fields of an entry that are not Caddyfile
 // subdirectives.
-var yamlOnlyFields = map[string]bool{"path": true, "window": true}
+var yamlOnlyFields = map[string]bool{"path": true, "window": true, "tiers": true}
 
 // parseRuleEntry reads one entry of the list.
 func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (Rule, error) {
@@ -136,6 +136,8 @@ func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (Rule, error)
 			continue
 		case "limit":
 			err = parseYAMLLimit(spec, value, fields["window"], tok)
+		case "tiers":
+			err = parseYAMLTiers(spec, value, tok)
 		default:
 			err = parseYAMLField(spec, name, value, tok)
 		}
@@ -191,6 +193,25 @@ func parseYAMLLimit(spec *ruleSpec, limit, window *yaml.Node, tok func(*yaml.Nod
 	}
 	for _, args := range lines {
 		if err := parseTokens(spec, "limit", args, limit, tok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseYAMLTiers reads tiers: a mapping of tier names to their limits, a
+// "COUNT/WINDOW" or a list of them: {free: 100/1m, pro: 1000/1m}.
+func parseYAMLTiers(spec *ruleSpec, tiers *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
+	if tiers.Kind != yaml.MappingNode || len(tiers.Content) == 0 {
+		return errAtToken(tok(tiers, "tiers"), "tiers: want tier names with their limits, as {free: 100/1m, pro: 1000/1m}")
+	}
+	for i := 0; i+1 < len(tiers.Content); i += 2 {
+		name, limits := tiers.Content[i], tiers.Content[i+1]
+		specs, err := scalars(limits)
+		if err != nil || name.Kind != yaml.ScalarNode {
+			return errAtToken(tok(name, "tiers"), "tiers: %s: want COUNT/WINDOW or a list of them", name.Value)
+		}
+		if err := parseTokens(spec, "tier", append([]string{name.Value}, specs...), name, tok); err != nil {
 			return err
 		}
 	}

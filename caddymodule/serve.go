@@ -54,14 +54,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				continue
 			}
 		}
+		if ru.KeyHash != "" {
+			key = hashedKey(key)
+		}
 		cost, err := ru.costOf(repl)
 		if err != nil {
 			h.undo(w.Header(), r, &took, now)
 			return caddyhttp.Error(http.StatusBadRequest, err)
 		}
-		scale := 1.0
+		scale := ru.tierScale(r, repl)
 		if ru.hasGeo {
-			scale = ru.geo.For(where.of(h.app, r, repl))
+			scale *= ru.geo.For(where.of(h.app, r, repl))
 		}
 		d := ru.lim.AllowScaledAt(key, now, cost, scale)
 		ru.stats.decided(key, cost, d.Allowed, ru.Shadow)

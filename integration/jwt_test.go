@@ -2,6 +2,8 @@ package integration
 
 import (
 	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/hex"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
@@ -39,6 +41,16 @@ const jwtCaddyfile = `{
 		limit 3 30d
 		by jwt sub
 		on_missing_key ip
+	}
+	rate_limit /tiered/* {
+		name tiered
+		limit 2 30d
+		by jwt sub
+		tier_by jwt plan
+		tier pro 5/30d
+		tier blocked 0/30d
+		key_hash sha256
+		log_key
 	}
 	respond "ok"
 }
@@ -143,5 +155,39 @@ func TestJWTForgedFallsBackToIP(t *testing.T) {
 		if k.Key != "\x00127.0.0.1" && k.Key != "mallory" {
 			t.Errorf("a key %q besides the fallback IP and mallory", k.Key)
 		}
+	}
+}
+
+// TestJWTTiers: a token's plan claim picks the tier's limits; no plan or
+// an unknown one gets the rule's; keys are kept hashed (key_hash), so the
+// admin API and the logs never show a subject in clear.
+func TestJWTTiers(t *testing.T) {
+	t.Parallel()
+	p, _ := startJWT(t)
+	withPlan := func(sub, plan string) []string {
+		c := userClaims(sub)
+		if plan != "" {
+			c["plan"] = plan
+		}
+		return bearer(hs256(t, c))
+	}
+	wantStatuses(t, "alice, pro", p.statuses(t, 6, "/tiered/x", withPlan("alice", "pro")...), seq(5, 200, 1, 429))
+	wantStatuses(t, "bob, no plan", p.statuses(t, 3, "/tiered/x", withPlan("bob", "")...), seq(2, 200, 1, 429))
+	wantStatuses(t, "carl, unknown plan", p.statuses(t, 3, "/tiered/x", withPlan("carl", "gold")...), seq(2, 200, 1, 429))
+	wantStatuses(t, "dave, blocked", p.statuses(t, 1, "/tiered/x", withPlan("dave", "blocked")...), seq(0, 0, 1, 429))
+
+	sum := sha256.Sum256([]byte("alice"))
+	alice := hex.EncodeToString(sum[:])
+	var k adminKey
+	p.adminJSON(t, "/rate_limit/rules/tiered/keys/"+alice+"?tier=pro", &k)
+	if len(k.Limits) != 1 || k.Limits[0].Used != 5 {
+		t.Errorf("alice by her hashed key: %+v", k)
+	}
+	_, body := p.admin(t, "GET", "/rate_limit/rules/tiered/keys", "")
+	if strings.Contains(body, "alice") || !strings.Contains(body, alice) {
+		t.Errorf("top keys of a key_hash rule: %s", body)
+	}
+	if line := p.waitLog(`"rule":"tiered"`, `"msg":"rate limit exceeded"`); strings.Contains(line, "alice") || strings.Contains(line, "bob") || !strings.Contains(line, `"key":"`) {
+		t.Errorf("denial log of a key_hash rule: %s", line)
 	}
 }

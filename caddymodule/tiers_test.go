@@ -1,0 +1,107 @@
+package caddymodule
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func TestParseTiers(t *testing.T) {
+	hour := caddy.Duration(time.Hour)
+	one := []Limit{{Count: 10, Window: hour}}
+	two := []Limit{{Count: 10, Window: caddy.Duration(time.Second)}, {Count: 1000, Window: hour}}
+	got, err := parseTiers(map[string][]string{"free": {"10/1h"}, "pro": {"100/1h"}, "trial": {"5/1h"}, "banned": {"0/1h"}}, one)
+	if err != nil || got["free"] != 1 || got["pro"] != 10 || got["trial"] != 0.5 || got["banned"] != 0 {
+		t.Errorf("one limit: %v, %v", got, err)
+	}
+	got, err = parseTiers(map[string][]string{"pro": {"30/1s", "3000/1h"}}, two)
+	if err != nil || got["pro"] != 3 {
+		t.Errorf("two limits: %v, %v", got, err)
+	}
+	for _, c := range []struct {
+		tiers  map[string][]string
+		limits []Limit
+		want   string
+	}{
+		{map[string][]string{"pro": {"100/1m"}}, one, "tier pro: 100/1m: the window must be the rule's, 1h"},
+		{map[string][]string{"pro": {"100"}}, one, `tier pro: "100": want COUNT/WINDOW`},
+		{map[string][]string{"pro": {"x/1h"}}, one, "the count must be a whole number"},
+		{map[string][]string{"pro": {"10/1s"}}, two, "gives 1 limits; the rule has 2"},
+		{map[string][]string{"pro": {"30/1s", "1000/1h"}}, two, "scales the rule's limits by different factors"},
+		{map[string][]string{"a b": {"10/1h"}}, one, "a tier name is one word"},
+	} {
+		if _, err := parseTiers(c.tiers, c.limits); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.tiers, err, c.want)
+		}
+	}
+}
+
+// TestTiers: the tier scales the rule's limits; the key's counters are
+// the same in every tier; no tier, or an unknown one, gets the rule's.
+func TestTiers(t *testing.T) {
+	rule := hourly("tiered", 2)
+	rule.By = []string{"header X-User"}
+	rule.Tiers = map[string][]string{"pro": {"5/1h"}, "banned": {"0/1h"}}
+	rule.TierBy = "header X-Plan"
+	h := testHandler(t, provisionedApp(), rule)
+	send := func(user, plan string, n int) int {
+		return admitted(t, h, n, func() *http.Request {
+			r := requestFrom("192.0.2.1", false, "X-User", user)
+			if plan != "" {
+				r.Header.Set("X-Plan", plan)
+			}
+			return r
+		})
+	}
+	if got := send("ann", "pro", 8); got != 5 {
+		t.Errorf("pro: %d admitted, want 5", got)
+	}
+	if got := send("bob", "", 4); got != 2 {
+		t.Errorf("no tier: %d admitted, want 2", got)
+	}
+	if got := send("cid", "platinum", 4); got != 2 {
+		t.Errorf("unknown tier: %d admitted, want 2", got)
+	}
+	if got := send("dan", "banned", 2); got != 0 {
+		t.Errorf("banned: %d admitted, want 0", got)
+	}
+	// bob upgrades: 2 taken of pro's 5
+	if got := send("bob", "pro", 8); got != 3 {
+		t.Errorf("bob, now pro: %d admitted, want 3", got)
+	}
+	for _, bad := range []Rule{
+		{Name: "x", Limits: rule.Limits, Tiers: rule.Tiers},
+		{Name: "x", Limits: rule.Limits, TierBy: "header X-Plan"},
+		{Name: "x", Limits: rule.Limits, Tiers: rule.Tiers, TierBy: "nonsense"},
+	} {
+		if _, err := newRule(bad); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+func TestTiersYAML(t *testing.T) {
+	rules, err := parseRulesFile([]byte(`rate_limit:
+  - path: /api/*
+    limit: 100
+    window: 1m
+    by: jwt sub
+    tier_by: jwt plan
+    tiers:
+      free: 100/1m
+      pro: [1000/1m]
+`), "r.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rulesJSON(t, rules); !strings.Contains(got, `"tiers":{"free":["100/1m"],"pro":["1000/1m"]},"tier_by":"jwt plan"`) {
+		t.Errorf("tiers: %s", got)
+	}
+	_, err = parseRulesFile([]byte("rate_limit:\n  - limit: 5 1m\n    tier_by: header X\n    tiers: {pro: 50/1h}\n"), "r.yaml", "")
+	if err == nil || !strings.Contains(err.Error(), "tier pro: 50/1h: the window must be the rule's, 1m") {
+		t.Errorf("bad tier window: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,31 +44,44 @@ func BenchmarkServeHTTP(b *testing.B) {
 
 // BenchmarkAccounting is what the metrics and the top-keys sketch add to
 // a decision: the decision counter, the busiest-keys sketch, and the
-// sampled timing; over 1,000 keys, and from every core at once.
+// sampled timing. "hot" is one key (the handler benchmark's case); "100"
+// rotates over keys the sketch holds; "10000" over more keys than it
+// holds, so that every request replaces one (the worst case: a flood of
+// distinct keys). "parallel" runs "100" from every core, each starting
+// at a different key.
 func BenchmarkAccounting(b *testing.B) {
-	keys := make([]string, 1000)
+	keys := make([]string, 10000)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("198.51.%d.%d", i/256, i%256)
 	}
-	s := newRuleStats()
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			now := time.Now()
-			s.decided(keys[i%len(keys)], 1, true, false)
-			sampleDecision(now)
-			i++
+	start := time.Now()
+	for _, n := range []int{1, 100, 10000} {
+		name := fmt.Sprint(n)
+		if n == 1 {
+			name = "hot"
 		}
-	})
+		b.Run(name, func(b *testing.B) {
+			s := newRuleStats()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if s.decided(keys[i%n], 1, true, false) {
+					observeDecision(start)
+				}
+				i++
+			}
+		})
+	}
 	b.Run("parallel", func(b *testing.B) {
+		s := newRuleStats()
+		var next atomic.Int64
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			i := 0
+			i := int(next.Add(37))
 			for pb.Next() {
-				now := time.Now()
-				s.decided(keys[i%len(keys)], 1, true, false)
-				sampleDecision(now)
+				if s.decided(keys[i%100], 1, true, false) {
+					observeDecision(start)
+				}
 				i++
 			}
 		})

@@ -29,6 +29,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var took takings // this handler's rules decided so far
 	var delay time.Duration
 	var where country
+	var timed bool // one decision in decisionSample: time the request
 	for _, ru := range h.rules {
 		if ok, err := ru.matches(r); err != nil || !ok {
 			if err != nil {
@@ -38,7 +39,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			continue
 		}
 		if ru.exempts(r) {
-			ru.stats.exempt.Add(1)
+			ru.stats.exempt.add("")
 			continue
 		}
 		key, ok := keyOf(ru.keys, r, repl)
@@ -47,7 +48,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			case missingIP:
 				key = fallbackKey(r)
 			case missingDeny:
-				ru.stats.denied.Add(1)
+				ru.stats.denied.add("")
 				h.undo(w.Header(), r, &took, now)
 				return caddyhttp.Error(http.StatusForbidden, fmt.Errorf("rate limit %s: request has no key", ru.Name))
 			default:
@@ -67,11 +68,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			scale *= ru.geo.For(where.of(h.app, r, repl))
 		}
 		d := ru.lim.AllowScaledAt(key, now, cost, scale)
-		ru.stats.decided(key, cost, d.Allowed, ru.Shadow)
+		timed = ru.stats.decided(key, cost, d.Allowed, ru.Shadow) || timed
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, now)
 			ru.setHeaders(w.Header(), &d)
-			sampleDecision(now)
+			if timed {
+				observeDecision(now)
+			}
 			return h.deny(ru, w, r, repl, key, cost, &d, where.code)
 		}
 		ru.setHeaders(w.Header(), &d)
@@ -84,7 +87,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			delay = max(delay, d.Delay)
 		}
 	}
-	sampleDecision(now)
+	if timed {
+		observeDecision(now)
+	}
 	if h.app.handlers > 1 && took.n > 0 {
 		// a later rate_limit handler may deny: leave the record where it
 		// will look, and no longer here, so nothing is given back twice

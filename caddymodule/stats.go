@@ -11,12 +11,12 @@ import (
 // belongs to the rule's name in the registry, like the counters, so it
 // survives config reloads.
 type ruleStats struct {
-	// Requests by decision. Each counter has a cache line of its own, so
-	// that cores counting different decisions do not slow each other.
-	allowed      paddedCounter
-	denied       paddedCounter // 429s, and 403s for a missing key with on_missing_key deny
-	shadowDenied paddedCounter // would have been denied; served (shadow)
-	exempt       paddedCounter // the rule's matchers matched, but the client is exempt
+	// Requests by decision, each striped over cache lines so that cores
+	// counting requests of different keys do not slow each other.
+	allowed      stripedCounter
+	denied       stripedCounter // 429s, and 403s for a missing key with on_missing_key deny
+	shadowDenied stripedCounter // would have been denied; served (shadow)
+	exempt       stripedCounter // the rule's matchers matched, but the client is exempt
 
 	// busiest counts the units each key asked for, allowed or not.
 	busiest *topkeys.Sketch
@@ -32,20 +32,45 @@ type paddedCounter struct {
 	_ [56]byte
 }
 
+// stripedCounter is a counter spread over stripes, one cache line each.
+type stripedCounter [8]paddedCounter
+
+// add adds 1 to the stripe of key and returns the stripe's new count.
+func (c *stripedCounter) add(key string) uint64 {
+	i := len(key)
+	if i > 0 {
+		i += int(key[len(key)-1]) // cheap, and varies between clients' keys
+	}
+	return c[i&(len(c)-1)].Add(1)
+}
+
+// Load returns the count.
+func (c *stripedCounter) Load() uint64 {
+	var n uint64
+	for i := range c {
+		n += c[i].Load()
+	}
+	return n
+}
+
 func newRuleStats() *ruleStats {
 	return &ruleStats{busiest: topkeys.New(topkeys.DefaultCapacity)}
 }
 
 // decided counts a decision on key: the units it asked for, and whether
-// it was denied.
-func (s *ruleStats) decided(key string, cost int64, allowed, shadow bool) {
+// it was denied. It reports whether the request is one to time for
+// caddy_rate_limit_decision_seconds: one in decisionSample of the rule's
+// decisions (of a stripe), picked by the count just taken: no extra
+// shared state.
+func (s *ruleStats) decided(key string, cost int64, allowed, shadow bool) (timed bool) {
+	var n uint64
 	switch {
 	case allowed:
-		s.allowed.Add(1)
+		n = s.allowed.add(key)
 	case shadow:
-		s.shadowDenied.Add(1)
+		n = s.shadowDenied.add(key)
 	default:
-		s.denied.Add(1)
+		n = s.denied.add(key)
 	}
 	if cost > 0 {
 		s.busiest.Add(key, uint64(cost))
@@ -53,6 +78,7 @@ func (s *ruleStats) decided(key string, cost int64, allowed, shadow bool) {
 	if !allowed {
 		s.deniedSketch().Add(key, 1)
 	}
+	return n%decisionSample == 0
 }
 
 // deniedSketch is mostDenied, made on first use.

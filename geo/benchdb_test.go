@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -109,24 +108,11 @@ func gap(rng *rand.Rand, left uint64, n int) uint64 {
 // writeNetworks writes a database of nets with mmdbwriter.
 func writeNetworks(tb testing.TB, dbType string, nets []network) testDB {
 	tb.Helper()
-	tree, err := mmdbwriter.New(mmdbwriter.Options{
+	return buildDBOptions(tb, mmdbwriter.Options{
 		DatabaseType: dbType,
 		Description:  map[string]string{"en": "edgelimit benchmark database"},
 		RecordSize:   28,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, n := range nets {
-		_, ipnet, err := net.ParseCIDR(n.cidr)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := tree.Insert(ipnet, n.record); err != nil {
-			tb.Fatalf("inserting %s: %v", n.cidr, err)
-		}
-	}
-	return writeTree(tb, dbType, tree)
+	}, nets)
 }
 
 // countrySizedDB builds a database the size of a Country one: about

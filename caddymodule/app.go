@@ -61,6 +61,8 @@ type App struct {
 	replaced  *App       // the app that was active when this one committed
 	stop      chan struct{}
 	done      chan struct{}
+	stopOnce  *sync.Once  // Stop and Cleanup may both stop the sweeping
+	running   *atomic.Bool // between Start and Stop; set at Provision
 }
 
 // CaddyModule returns the Caddy module information.
@@ -75,6 +77,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.committed = new(sync.Once)
+	a.running = new(atomic.Bool)
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
 	}
@@ -128,7 +131,11 @@ func (a *App) Validate() error {
 func (a *App) Start() error {
 	a.commit()
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
+	a.stopOnce = new(sync.Once)
 	go a.sweep(time.Duration(a.SweepInterval))
+	if a.running != nil {
+		a.running.Store(true)
+	}
 	return nil
 }
 
@@ -140,6 +147,10 @@ func (a *App) commit() {
 	if a.committed != nil { // nil: not provisioned (unit tests)
 		a.committed.Do(func() {
 			registry.commit(a, a.pending)
+			for i := range a.pending {
+				a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)
+				a.pending[i].from = nil // adopted: let it go
+			}
 			a.replaced = activeApp.Swap(a)
 		})
 	}
@@ -152,8 +163,13 @@ var activeApp atomic.Pointer[App]
 // ran before it is still running (this one failed to start), so a config
 // that fails to load changes nothing.
 func (a *App) Cleanup() error {
+	a.Stop() // Caddy cleans up without stopping when a config fails after starting its apps
 	registry.revert(a)
-	activeApp.CompareAndSwap(a, a.replaced) // as revert: this config failed to start, or is going away
+	back := a.replaced
+	if back != nil && (back.running == nil || !back.running.Load()) {
+		back = nil // it is gone too: keep nothing of it
+	}
+	activeApp.CompareAndSwap(a, back) // as revert: back if this config failed to start
 	a.replaced = nil
 	if a.geoFile != nil {
 		_, err := geoDatabases.Delete(*a.geoFile)
@@ -165,9 +181,14 @@ func (a *App) Cleanup() error {
 
 // Stop ends the sweeping. Counters stay in the registry for the next config.
 func (a *App) Stop() error {
-	if a.stop != nil {
-		close(a.stop)
-		<-a.done
+	if a.running != nil {
+		a.running.Store(false)
+	}
+	if a.stopOnce != nil {
+		a.stopOnce.Do(func() {
+			close(a.stop)
+			<-a.done
+		})
 	}
 	return nil
 }
@@ -210,12 +231,11 @@ func (a *App) limiterFor(rule Rule) (*limiter.Limiter, *ruleStats, error) {
 		return nil, nil, err
 	}
 	a.pending = append(a.pending, pendingRule{name: name, lim: lim, from: from, cfg: cfg, rule: rule, stats: stats})
-	a.logRule(rule, lim, from)
 	return lim, stats, nil
 }
 
-// logRule logs, at info, a rule this config puts in force: its limits and
-// what becomes of its counters.
+// logRule logs, at info, a rule this config puts in force (at commit):
+// its limits and what becomes of its counters.
 func (a *App) logRule(rule Rule, lim, from *limiter.Limiter) {
 	if a.logger == nil {
 		return
@@ -291,10 +311,13 @@ type sharedLimiter struct {
 
 	// What the last commit replaced, so that a config that fails to start
 	// can put it back.
-	owner    *App // the app whose commit put lim in force
-	prev     *limiter.Limiter
-	prevCfg  limiter.Config
-	prevRule Rule
+	owner     *App // the app whose commit put lim in force
+	prevOwner *App // the app whose commit had put prev in force
+	prev      *limiter.Limiter
+	prevCfg   limiter.Config
+	prevRule  Rule
+
+	committed bool // lim is in force (not only provisioned): shown by the admin API and metrics
 }
 
 // acquire returns the limiter registered under name if it can keep its
@@ -340,8 +363,8 @@ func (rs *rules) commit(owner *App, pending []pendingRule) {
 	defer rs.mu.Unlock()
 	for _, p := range pending {
 		if s, ok := rs.byName[p.name]; ok {
-			s.owner, s.prev, s.prevCfg, s.prevRule = owner, s.lim, s.lim.Config(), s.rule
-			s.lim, s.rule = p.lim, p.rule
+			s.prevOwner, s.prev, s.prevCfg, s.prevRule = s.owner, s.lim, s.lim.Config(), s.rule
+			s.owner, s.lim, s.rule, s.committed = owner, p.lim, p.rule, true
 		}
 		if p.from != nil {
 			p.lim.Adopt(p.from) // the keys of the rule's previous layout
@@ -361,6 +384,11 @@ func (rs *rules) revert(owner *App) {
 	defer rs.mu.Unlock()
 	for _, s := range rs.byName {
 		if s.owner != owner {
+			if s.prevOwner == owner && s.prev != nil {
+				// owner's config is going away and a later one runs this
+				// rule: nothing will be put back, so keep nothing of it
+				s.prev, s.prevOwner, s.prevRule = nil, nil, Rule{}
+			}
 			continue
 		}
 		if s.prev == s.lim {
@@ -399,7 +427,7 @@ func (rs *rules) list() []ruleEntry {
 	rs.mu.Lock()
 	out := make([]ruleEntry, 0, len(rs.byName))
 	for name, s := range rs.byName {
-		if s.lim != nil {
+		if s.lim != nil && s.committed {
 			out = append(out, ruleEntry{name, s.lim, s.stats, s.rule})
 		}
 	}
@@ -413,7 +441,7 @@ func (rs *rules) get(name string) (ruleEntry, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	s, ok := rs.byName[name]
-	if !ok || s.lim == nil {
+	if !ok || s.lim == nil || !s.committed {
 		return ruleEntry{}, false
 	}
 	return ruleEntry{name, s.lim, s.stats, s.rule}, true
@@ -424,7 +452,9 @@ func (rs *rules) sweep(now time.Time) {
 	rs.mu.Lock()
 	lims := make([]*limiter.Limiter, 0, len(rs.byName))
 	for _, s := range rs.byName {
-		lims = append(lims, s.lim)
+		if s.lim != nil {
+			lims = append(lims, s.lim)
+		}
 	}
 	rs.mu.Unlock()
 	for _, l := range lims {

@@ -141,6 +141,10 @@ type verified struct {
 	ok     bool
 }
 
+// String keeps the claims out of {http.vars.rate_limit.jwt}, logs and
+// anything else that prints request variables.
+func (*verified) String() string { return "" }
+
 // claim is the value of the claim at path in the request's token, if the
 // request has a token and it verifies.
 func (t *tokens) claim(r *http.Request, path string) (string, bool) {

@@ -40,6 +40,9 @@ func ledgerOf(r *http.Request, now time.Time) *ledger {
 	return l
 }
 
+// String keeps the keys out of {http.vars.rate_limit.ledger}.
+func (*ledger) String() string { return "" }
+
 func (l *ledger) add(ts ...taken) {
 	l.taken = append(l.taken, ts...)
 }

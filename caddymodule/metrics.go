@@ -72,8 +72,10 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(r.lim.Len()), r.name)
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(r.lim.Evictions()), r.name)
 	}
-	for i, reason := range jwtReasons {
-		ch <- prometheus.MustNewConstMetric(descJWTFailures, prometheus.CounterValue, float64(jwtFailures[i].Load()), reason)
+	if app := activeApp.Load(); app != nil && app.tokens != nil {
+		for i, reason := range jwtReasons {
+			ch <- prometheus.MustNewConstMetric(descJWTFailures, prometheus.CounterValue, float64(jwtFailures[i].Load()), reason)
+		}
 	}
 	decisionSeconds.Collect(ch)
 }

@@ -156,6 +156,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			h.logger.Warn("rule keys by user_id: {http.auth.user.id} is set by authentication handlers, which run after rate_limit in the default order; put basic_auth/forward_auth before rate_limit in a route block, or requests will have no key",
 				zap.String("rule", r.Name))
 		}
+		h.warnBypass(r)
 		h.rules = append(h.rules, r)
 	}
 	return nil
@@ -185,4 +186,27 @@ func ptrs[T any](s []T) []*T {
 		out[i] = &s[i]
 	}
 	return out
+}
+
+// clientSources are the key sources whose value the client sends, and so
+// may leave out or choose.
+var clientSources = map[sourceKind]string{sourceJWT: "token", sourceHeader: "header", sourceQuery: "query parameter", sourceCookie: "cookie"}
+
+// warnBypass warns about a rule that clients can slip past: keyed by
+// something they send, with on_missing_key skip (leave it out and the rule
+// does not apply), or with a tier they name themselves.
+func (h *Handler) warnBypass(r *rule) {
+	if r.OnMissingKey == "" || r.OnMissingKey == missingSkip {
+		for _, src := range r.keys {
+			if what, ok := clientSources[src.kind]; ok {
+				h.logger.Warn("rule keys by a "+what+" with on_missing_key skip: a request without one (or, for a token, with one that fails verification) is not limited by this rule; set on_missing_key ip to limit such requests by client IP",
+					zap.String("rule", r.Name), zap.String("source", strings.Join(r.By, " ")))
+				break
+			}
+		}
+	}
+	if r.tiers != nil && r.tierSource.kind != sourceJWT && r.tierSource.kind != sourceUserID {
+		h.logger.Warn("tier_by reads a value the client can send: unless a proxy in front of Caddy sets or removes it, clients choose their own tier; prefer tier_by jwt CLAIM",
+			zap.String("rule", r.Name), zap.String("tier_by", r.TierBy))
+	}
 }

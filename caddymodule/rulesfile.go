@@ -70,6 +70,9 @@ func parseRulesFile(data []byte, file, namePrefix string) ([]Rule, error) {
 		if key.Value != "rate_limit" {
 			return nil, at(key, "unknown field %q: the file holds a rate_limit: list of rules", key.Value)
 		}
+		if list != nil {
+			return nil, at(key, "rate_limit given twice")
+		}
 		list = value
 	}
 	if list == nil || list.Kind != yaml.SequenceNode || len(list.Content) == 0 {

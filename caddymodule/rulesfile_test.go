@@ -94,6 +94,7 @@ func TestRulesFileErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"", "rules_file r.yaml: empty"},
 		{"rate_limit: []\n", "rate_limit: want a list of rules, at r.yaml:1"},
+		{"rate_limit:\n  - limit: 5 1m\nrate_limit:\n  - limit: 6 1m\n", "rate_limit given twice, at r.yaml:3"},
 		{"rules:\n  - limit: 5 1m\n", `unknown field "rules": the file holds a rate_limit: list of rules, at r.yaml:1`},
 		{"rate_limit:\n  - limit: 5 1m\n    colour: red\n", `unknown field "colour", at r.yaml:3`},
 		{"rate_limit:\n  - path: /a\n    limit: 100\n    window: 1x\n", `limit window "1x": not a duration (such as 500ms, 1m or 1d), at r.yaml:3`},

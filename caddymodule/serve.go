@@ -39,7 +39,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			continue
 		}
 		if ru.exempts(r) {
-			ru.stats.exempt.add("")
+			ru.stats.exempt.add(clientIP(r))
 			continue
 		}
 		key, ok := keyOf(ru.keys, r, repl)

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/edgebyte/edgelimit/limiter"
 	"github.com/edgebyte/edgelimit/topkeys"
 )
 
@@ -73,7 +74,7 @@ func (s *ruleStats) decided(key string, cost int64, allowed, shadow bool) (timed
 		n = s.denied.add(key)
 	}
 	if cost > 0 {
-		s.busiest.Add(key, uint64(cost))
+		s.busiest.Add(key, uint64(min(cost, limiter.MaxCount+1))) // a cost above any limit counts as that
 	}
 	if !allowed {
 		s.deniedSketch().Add(key, 1)

@@ -62,6 +62,9 @@ func parseTiers(tiers map[string][]string, limits []Limit) (map[string]float64, 
 
 // sameFactor is true if a and b are equal up to float error.
 func sameFactor(a, b float64) bool {
+	if a == b {
+		return true
+	}
 	d := a - b
 	return d < 1e-9*max(a, b) && -d < 1e-9*max(a, b)
 }

@@ -17,8 +17,8 @@ func TestParseTiers(t *testing.T) {
 	if err != nil || got["free"] != 1 || got["pro"] != 10 || got["trial"] != 0.5 || got["banned"] != 0 {
 		t.Errorf("one limit: %v, %v", got, err)
 	}
-	got, err = parseTiers(map[string][]string{"pro": {"30/1s", "3000/1h"}}, two)
-	if err != nil || got["pro"] != 3 {
+	got, err = parseTiers(map[string][]string{"pro": {"30/1s", "3000/1h"}, "banned": {"0/1s", "0/1h"}}, two)
+	if err != nil || got["pro"] != 3 || got["banned"] != 0 {
 		t.Errorf("two limits: %v, %v", got, err)
 	}
 	for _, c := range []struct {

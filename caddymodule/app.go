@@ -61,7 +61,7 @@ type App struct {
 	replaced  *App       // the app that was active when this one committed
 	stop      chan struct{}
 	done      chan struct{}
-	stopOnce  *sync.Once  // Stop and Cleanup may both stop the sweeping
+	stopOnce  *sync.Once   // Stop and Cleanup may both stop the sweeping
 	running   *atomic.Bool // between Start and Stop; set at Provision
 }
 

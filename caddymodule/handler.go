@@ -33,9 +33,10 @@ type Handler struct {
 	RulesFile string `json:"rules_file,omitempty"`
 
 	// RulesFileNames prefixes the names derived for the rules of RulesFile
-	// that have no name: "<prefix> <path> by <key>". The Caddyfile adapter
-	// sets the site's addresses, so that two sites reading one file keep
-	// separate counters. Default: the file's path.
+	// that have no name: "<prefix> <file name> <path> by <key>". The
+	// Caddyfile adapter sets the site's addresses, so that two sites
+	// reading one file keep separate counters. Default: none, and the
+	// file's whole path stands for the file name.
 	RulesFileNames string `json:"rules_file_names,omitempty"`
 
 	// SweepInterval is accepted for compatibility with

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,8 +107,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.events = events.(*caddyevents.App)
 	if h.RulesFile != "" {
 		path := caddy.NewReplacer().ReplaceKnown(h.RulesFile, "")
-		prefix := h.RulesFileNames
-		if prefix == "" {
+		// the file's name keeps its rules' derived names apart from those
+		// of inline rules on the same paths
+		prefix := strings.TrimSpace(h.RulesFileNames + " " + filepath.Base(path))
+		if h.RulesFileNames == "" {
 			prefix = path
 		}
 		rules, err := loadRulesFile(path, prefix)

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -51,18 +52,21 @@ type App struct {
 	// claim (by jwt CLAIM). Default: none; such rules then fail to load.
 	JWT *JWTConfig `json:"jwt,omitempty"`
 
-	tokens    *tokens  // from JWT
-	geo       *geo.DB  // from GeoIP
-	geoFile   *geoFile // its key in geoDatabases, to release
-	logger    *zap.Logger
-	pending   []pendingRule
-	committed *sync.Once // puts pending in force: at Start, or at the first request if sooner
-	handlers  int        // rate_limit handlers in this config; set while provisioning
-	replaced  *App       // the app that was active when this one committed
-	stop      chan struct{}
-	done      chan struct{}
-	stopOnce  *sync.Once   // Stop and Cleanup may both stop the sweeping
-	running   *atomic.Bool // between Start and Stop; set at Provision
+	tokens *tokens // from JWT
+
+	geoHeaderKey       string     // GeoHeader, canonical
+	untrustedGeoHeader *sync.Once // warns once of a geo_header from an untrusted peer
+	geo                *geo.DB    // from GeoIP
+	geoFile            *geoFile   // its key in geoDatabases, to release
+	logger             *zap.Logger
+	pending            []pendingRule
+	committed          *sync.Once // puts pending in force: at Start, or at the first request if sooner
+	handlers           int        // rate_limit handlers in this config; set while provisioning
+	replaced           *App       // the app that was active when this one committed
+	stop               chan struct{}
+	done               chan struct{}
+	stopOnce           *sync.Once   // Stop and Cleanup may both stop the sweeping
+	running            *atomic.Bool // between Start and Stop; set at Provision
 }
 
 // CaddyModule returns the Caddy module information.
@@ -85,6 +89,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err := registerMetrics(reg); err != nil {
 			return fmt.Errorf("registering metrics: %v", err)
 		}
+	}
+	if a.GeoHeader != "" {
+		a.geoHeaderKey = http.CanonicalHeaderKey(a.GeoHeader)
+		a.untrustedGeoHeader = new(sync.Once)
 	}
 	if a.JWT != nil {
 		t, err := newTokens(a.JWT, a.logger)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/geo"
 )
@@ -76,9 +77,18 @@ func (c *country) of(a *App, r *http.Request, repl *caddy.Replacer) (string, boo
 
 // countryOf is the country of r's client, or ok=false.
 func (a *App) countryOf(r *http.Request) (string, bool) {
-	if a.GeoHeader != "" && fromTrustedProxy(r) {
-		if code, ok := geo.ParseCountry(r.Header.Get(a.GeoHeader)); ok {
-			return code, true
+	if a.geoHeaderKey != "" {
+		if vs := r.Header[a.geoHeaderKey]; len(vs) > 0 {
+			if fromTrustedProxy(r) {
+				if code, ok := geo.ParseCountry(vs[0]); ok {
+					return code, true
+				}
+			} else if a.untrustedGeoHeader != nil {
+				a.untrustedGeoHeader.Do(func() {
+					a.logger.Warn("geo_header: a request carries the header but does not come from one of the server's trusted_proxies, so the header is ignored; if a proxy or CDN in front of Caddy sets it, add its addresses to trusted_proxies",
+						zap.String("header", a.GeoHeader), zap.String("peer", r.RemoteAddr))
+				})
+			}
 		}
 	}
 	if a.geo != nil {

@@ -31,7 +31,7 @@ func geoApp(t testing.TB) *App {
 		t.Fatal(err)
 	}
 	app := provisionedApp()
-	app.GeoIP, app.GeoHeader = path, "CF-IPCountry"
+	app.GeoIP, app.GeoHeader, app.geoHeaderKey = path, "CF-IPCountry", "Cf-Ipcountry"
 	db, file, err := openGeo(path)
 	if err != nil {
 		t.Fatal(err)

@@ -132,6 +132,11 @@ func TestGeoHeaderUntrusted(t *testing.T) {
 	if _, _, body := p.get(t, "/", "CF-IPCountry", "RU"); body != "" {
 		t.Errorf("untrusted CF-IPCountry: {http.rate_limit.country} = %q, want empty", body)
 	}
+	if line := p.waitLog(`"level":"warn"`, `does not come from one of the server's trusted_proxies`); line == "" {
+		t.Error("no warning about the ignored geo_header")
+	} else if n := strings.Count(p.log(), "does not come from one of the server's trusted_proxies"); n != 1 {
+		t.Errorf("the warning about the ignored geo_header was logged %d times, want once", n)
+	}
 }
 
 // TestGeoReloadReadsNewDatabase: a reload after the database file was

@@ -1,0 +1,288 @@
+package gossip
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Wire format, version 1. Every message starts with two bytes, the format
+// version and the message type, so that other messages can be added and
+// the format changed without confusing older nodes. All integers are
+// big-endian and fixed-width, so every message has exactly one encoding
+// (decode then encode gives back the same bytes).
+//
+//	report: ver type nodeLen:u8 node seq:u64 intervalMillis:u32 count:u16 count×entry
+//	entry:  rule:u64 key:u64 limit:u32 demand:u32 admitted:u32   (28 bytes)
+//	reset:  ver type rule:u64 key:u64
+//	leave:  ver type nodeLen:u8 node
+const (
+	// WireVersion is the version byte of the messages this package writes.
+	WireVersion = 1
+
+	// MaxNodeName is the longest node name a message can carry.
+	MaxNodeName = 255
+
+	// EntryBytes is the encoded size of one Entry.
+	EntryBytes = 28
+
+	reportFixed = 2 + 1 + 8 + 4 + 2 // without the node name
+	resetBytes  = 2 + 8 + 8
+)
+
+// MsgType is the second byte of every message.
+type MsgType byte
+
+// Message types.
+const (
+	MsgReport MsgType = 1 // a Report (or one part of one, see SplitReport)
+	MsgReset  MsgType = 2 // a Reset: forget a key everywhere (admin API DELETE)
+	MsgLeave  MsgType = 3 // the sender is leaving the cluster on purpose
+)
+
+// Reset asks every node to forget what it knows of one key of one rule.
+type Reset struct {
+	Rule uint64 // KeyHash of the rule's name
+	Key  uint64 // KeyHash of the key
+}
+
+// Decoding errors. There are only these, so that Reason can label a drop
+// metric with them.
+var (
+	ErrVersion   error = codecError("version")   // unknown format version
+	ErrType      error = codecError("type")      // unknown or unexpected message type
+	ErrTruncated error = codecError("truncated") // shorter than its header or counts say
+	ErrTooLarge  error = codecError("too_large") // more than MaxEntries entries
+	ErrTrailing  error = codecError("trailing")  // bytes left over after the message
+)
+
+type codecError string
+
+func (e codecError) Error() string { return "gossip: bad message: " + string(e) }
+
+// Reason returns the metric label of a decoding error ("version", "type",
+// "truncated", "too_large" or "trailing"), or "other" for any other error.
+func Reason(err error) string {
+	var ce codecError
+	if errors.As(err, &ce) {
+		return string(ce)
+	}
+	return "other"
+}
+
+// PeekType checks the version byte and returns the type of the message in
+// b, without decoding the rest.
+func PeekType(b []byte) (MsgType, error) {
+	if len(b) < 2 {
+		return 0, ErrTruncated
+	}
+	if b[0] != WireVersion {
+		return 0, ErrVersion
+	}
+	switch t := MsgType(b[1]); t {
+	case MsgReport, MsgReset, MsgLeave:
+		return t, nil
+	default:
+		return 0, ErrType
+	}
+}
+
+// CheckReport returns an error if r cannot be encoded: a Node name longer
+// than MaxNodeName bytes or more than MaxEntries entries.
+func CheckReport(r *Report) error {
+	if len(r.Node) > MaxNodeName {
+		return fmt.Errorf("gossip: node name of %d bytes, the most is %d", len(r.Node), MaxNodeName)
+	}
+	if len(r.Entries) > MaxEntries {
+		return fmt.Errorf("gossip: report of %d entries, the most is %d", len(r.Entries), MaxEntries)
+	}
+	return nil
+}
+
+// ReportSize returns the encoded size of a report from node with n entries.
+func ReportSize(node string, n int) int {
+	return reportFixed + len(node) + n*EntryBytes
+}
+
+// AppendReport appends the encoding of r to dst. r must pass CheckReport:
+// AppendReport panics otherwise.
+func AppendReport(dst []byte, r *Report) []byte {
+	if err := CheckReport(r); err != nil {
+		panic(err)
+	}
+	dst = append(dst, WireVersion, byte(MsgReport), byte(len(r.Node)))
+	dst = append(dst, r.Node...)
+	dst = binary.BigEndian.AppendUint64(dst, r.Seq)
+	dst = binary.BigEndian.AppendUint32(dst, r.IntervalMillis)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Entries)))
+	for i := range r.Entries {
+		e := &r.Entries[i]
+		dst = binary.BigEndian.AppendUint64(dst, e.Rule)
+		dst = binary.BigEndian.AppendUint64(dst, e.Key)
+		dst = binary.BigEndian.AppendUint32(dst, e.Limit)
+		dst = binary.BigEndian.AppendUint32(dst, e.Demand)
+		dst = binary.BigEndian.AppendUint32(dst, e.Admitted)
+	}
+	return dst
+}
+
+// DecodeReport decodes a report message. It never panics, and allocates
+// no more than the length of b allows. The result shares no memory with b.
+func DecodeReport(b []byte) (Report, error) {
+	var r Report
+	t, err := PeekType(b)
+	if err != nil {
+		return r, err
+	}
+	if t != MsgReport {
+		return r, ErrType
+	}
+	b = b[2:]
+	if len(b) < 1 {
+		return r, ErrTruncated
+	}
+	n := int(b[0])
+	b = b[1:]
+	if len(b) < n+8+4+2 {
+		return r, ErrTruncated
+	}
+	r.Node = string(b[:n])
+	b = b[n:]
+	r.Seq = binary.BigEndian.Uint64(b)
+	r.IntervalMillis = binary.BigEndian.Uint32(b[8:])
+	count := int(binary.BigEndian.Uint16(b[12:]))
+	b = b[14:]
+	if count > MaxEntries {
+		return Report{}, ErrTooLarge
+	}
+	if len(b) < count*EntryBytes {
+		return Report{}, ErrTruncated
+	}
+	if len(b) > count*EntryBytes {
+		return Report{}, ErrTrailing
+	}
+	if count > 0 {
+		r.Entries = make([]Entry, count)
+		for i := range r.Entries {
+			e := &r.Entries[i]
+			e.Rule = binary.BigEndian.Uint64(b)
+			e.Key = binary.BigEndian.Uint64(b[8:])
+			e.Limit = binary.BigEndian.Uint32(b[16:])
+			e.Demand = binary.BigEndian.Uint32(b[20:])
+			e.Admitted = binary.BigEndian.Uint32(b[24:])
+			b = b[EntryBytes:]
+		}
+	}
+	return r, nil
+}
+
+// AppendReset appends the encoding of a reset message to dst.
+func AppendReset(dst []byte, r Reset) []byte {
+	dst = append(dst, WireVersion, byte(MsgReset))
+	dst = binary.BigEndian.AppendUint64(dst, r.Rule)
+	return binary.BigEndian.AppendUint64(dst, r.Key)
+}
+
+// DecodeReset decodes a reset message.
+func DecodeReset(b []byte) (Reset, error) {
+	t, err := PeekType(b)
+	if err != nil {
+		return Reset{}, err
+	}
+	if t != MsgReset {
+		return Reset{}, ErrType
+	}
+	if len(b) < resetBytes {
+		return Reset{}, ErrTruncated
+	}
+	if len(b) > resetBytes {
+		return Reset{}, ErrTrailing
+	}
+	return Reset{Rule: binary.BigEndian.Uint64(b[2:]), Key: binary.BigEndian.Uint64(b[10:])}, nil
+}
+
+// AppendLeave appends a leave message for node (at most MaxNodeName
+// bytes, or AppendLeave panics) to dst.
+func AppendLeave(dst []byte, node string) []byte {
+	if len(node) > MaxNodeName {
+		panic(fmt.Sprintf("gossip: node name of %d bytes, the most is %d", len(node), MaxNodeName))
+	}
+	dst = append(dst, WireVersion, byte(MsgLeave), byte(len(node)))
+	return append(dst, node...)
+}
+
+// DecodeLeave decodes a leave message and returns the node name in it.
+func DecodeLeave(b []byte) (string, error) {
+	t, err := PeekType(b)
+	if err != nil {
+		return "", err
+	}
+	if t != MsgLeave {
+		return "", ErrType
+	}
+	if len(b) < 3 || len(b) < 3+int(b[2]) {
+		return "", ErrTruncated
+	}
+	if len(b) > 3+int(b[2]) {
+		return "", ErrTrailing
+	}
+	return string(b[3:]), nil
+}
+
+// SplitReport splits r into reports whose encodings are each at most
+// maxBytes long, in order, each with r's Node, Seq and IntervalMillis: a
+// receiver must treat parts with the same Node and Seq as one report
+// (merge them), not as repeats. A report that fits is returned alone (an
+// empty one too, as one part with no entries). SplitReport returns nil if
+// not even a part with one entry fits in maxBytes. The parts share r's
+// Entries array.
+func SplitReport(r *Report, maxBytes int) []Report {
+	per := (maxBytes - ReportSize(r.Node, 0)) / EntryBytes
+	if per > MaxEntries {
+		per = MaxEntries
+	}
+	if per < 1 {
+		if len(r.Entries) == 0 && ReportSize(r.Node, 0) <= maxBytes {
+			return []Report{*r}
+		}
+		return nil
+	}
+	if len(r.Entries) <= per {
+		return []Report{*r}
+	}
+	parts := make([]Report, 0, (len(r.Entries)+per-1)/per)
+	for i := 0; i < len(r.Entries); i += per {
+		j := min(i+per, len(r.Entries))
+		p := *r
+		p.Entries = r.Entries[i:j:j]
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// Packet overhead that memberlist adds around a user message sent with
+// SendBestEffort (memberlist v0.7.0, net.go rawSendMsgPacket and
+// transport.go labelWrappedTransport): 1 byte of message type, 5 of CRC
+// (for peers speaking protocol ≥ 5), at most 45 of AES-GCM encryption
+// (version 0: 1 version + 12 nonce + 16 padding + 16 tag; version 1 needs
+// 29), and 2+len(label) of label header. Compression is turned off by
+// New, so it adds nothing.
+const (
+	userMsgOverhead = 1
+	crcOverhead     = 5
+	encryptOverhead = 45
+)
+
+// MaxMessageBytes returns the largest user message that still fits in a
+// packet of packetBytes (memberlist's UDPBufferSize, 1400 by default) once
+// memberlist has framed, checksummed, encrypted and labelled it.
+func MaxMessageBytes(packetBytes int, label string, encrypted bool) int {
+	n := packetBytes - userMsgOverhead - crcOverhead
+	if encrypted {
+		n -= encryptOverhead
+	}
+	if label != "" {
+		n -= 2 + len(label)
+	}
+	return n
+}

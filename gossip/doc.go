@@ -1,0 +1,82 @@
+// Package gossip lets a fleet of Caddy nodes share one global rate limit.
+// Every sync interval (100 ms by default) each node sends the others a
+// compact Report of its demand for the keys that are hot on it, and every
+// node computes from the reports it has the same share of each limit.
+// Requests are always decided locally: nothing in this package runs on
+// the request path.
+//
+// # Membership
+//
+// Cluster wraps github.com/hashicorp/memberlist (SWIM failure detection
+// over UDP, state exchange over TCP). New joins the configured seeds in
+// the background, retrying with backoff, and never blocks on them; once
+// joined it keeps trying to reconnect to members declared dead, so that
+// the two sides of a healed partition merge again (memberlist alone gives
+// up on dead members after GossipToTheDeadTime). Members lists members as
+// alive, left (Close sends a leave message, then memberlist's leave) or
+// dead (failure detection); memberlist does not expose suspicion, so a
+// suspect member is listed alive.
+//
+// # Messages
+//
+// Messages are binary, versioned and fixed-width (see codec.go): a
+// version byte, a type byte (report, reset, leave), then the body. Keys
+// and rules travel as KeyHash values (XXH64, seed 0), the same on every
+// node. A report entry takes 28 bytes.
+//
+// Reports go to every other live member as single UDP packets
+// (memberlist SendBestEffort), unacknowledged: each report supersedes the
+// last, so a lost one costs one interval. A report is split (SplitReport)
+// so that each part fits one packet of memberlist's UDPBufferSize (1400
+// bytes) after memberlist's framing: 1 byte of message type, 5 of CRC, up
+// to 45 of AES-GCM, 2+len(label) of label; that leaves 1338 bytes with
+// the default label, about 45 entries per packet. Parts of one report
+// share its Node and Seq. Compression is off: hashes do not compress.
+//
+// Resets (the admin API forgetting a key) are rare and must arrive: they
+// are sent over TCP (memberlist SendReliable) to every live member at
+// once, and BroadcastReset reports who could not be reached.
+//
+// Decoding never panics, allocates no more than the input's length
+// allows, and rejects unknown versions and types, truncated messages,
+// trailing bytes and reports of more than MaxEntries entries. Received
+// messages are decoded on memberlist's goroutine and handed to the
+// callbacks on another, through a bounded queue, so that a slow callback
+// cannot delay memberlist's failure detection; Stats counts what was
+// dropped, by reason.
+//
+// # Shares
+//
+// Allocate splits one key's limit among the nodes by their reported
+// demand, the same way on every node: each live node keeps a floor (2% of
+// the limit, split among the nodes); when the cluster asks for less than
+// the rest, every node gets its demand plus 10% and the remainder is split
+// evenly; otherwise the rest is split in proportion to demand. ShareTable
+// is a node's view: the latest report of each node, expiring after a TTL
+// (3 intervals + 500 ms), cuts applied at once and raises one interval
+// later, bounded in keys (LRU), and the on_partition policy when a node
+// sees no more than half the cluster. Cold keys get (1+10%)/N of the
+// limit, the seed's rule. The deterministic simulator in gossip/sim runs
+// real limiters with these shares over a simulated network; its figures
+// for 10 and 100 nodes are in BENCHMARKS.md. Known shortfall: a 4|6
+// partition with local_share admits about 1.37×L (the target is 1.1×L).
+//
+// # Security
+//
+// All cluster traffic, UDP and TCP, is encrypted and authenticated with
+// AES-GCM under the first of Config.SecretKeys; every key listed is
+// accepted on receipt, for rotation. A node with another key cannot join
+// and its packets are dropped. The memberlist label ("edgelimit" by
+// default) is authenticated with the key and keeps separate clusters on
+// one network apart. New refuses to start without a key unless it binds
+// a loopback address.
+//
+// # Not guaranteed
+//
+// Delivery of reports (UDP, no retry), their order, or that every node
+// has the same reports at the same time: shares converge within a few
+// intervals, not at once. A reset reaches only the members alive and
+// reachable when it is sent. Members' views of the cluster may differ
+// for a while after a change (SWIM is eventually consistent). Nodes are
+// trusted once they hold the key: a member can send any report.
+package gossip

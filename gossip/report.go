@@ -1,0 +1,29 @@
+package gossip
+
+// Report is what one node tells the others every sync interval: its
+// demand for the keys that are hot on it (near their local share). Keys
+// and rules travel as 64-bit hashes (KeyHash), the same on every node.
+type Report struct {
+	// Node is the sender's memberlist node name.
+	Node string
+	// Seq increases by one with each report a node sends, so that a
+	// receiver can drop old or repeated reports.
+	Seq uint64
+	// IntervalMillis is the length of the interval the demand was
+	// measured over, in milliseconds.
+	IntervalMillis uint32
+	// Entries are the hot keys, at most MaxEntries.
+	Entries []Entry
+}
+
+// Entry is one hot key's demand on the sending node over the interval.
+type Entry struct {
+	Rule     uint64 // KeyHash of the rule's name
+	Key      uint64 // KeyHash of the key
+	Limit    uint32 // the rule's global limit in force on the sender, in units per window (first limit)
+	Demand   uint32 // units the key asked for on the sender (allowed or not), saturating
+	Admitted uint32 // units the sender admitted, saturating
+}
+
+// MaxEntries bounds the entries of one report.
+const MaxEntries = 4096

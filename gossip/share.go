@@ -1,0 +1,448 @@
+package gossip
+
+import (
+	"cmp"
+	"container/list"
+	"math"
+	"slices"
+	"time"
+)
+
+// NodeDemand is one node's recent demand for a key, in any unit shared by
+// every NodeDemand of a call and by AllocOptions.Capacity (for example
+// units per second).
+type NodeDemand struct {
+	Node   string
+	Demand float64
+}
+
+// NodeShare is one node's share of a key's limit: a fraction of it.
+type NodeShare struct {
+	Node  string
+	Share float64
+}
+
+// AllocOptions tunes Allocate. The zero value is usable.
+type AllocOptions struct {
+	// Capacity is the global limit in the unit of the demands. Zero or
+	// less: the demands are only compared with each other, as if the total
+	// demand were exactly the limit (pure proportional split).
+	Capacity float64
+	// Floor is the fraction of the limit set aside for floors, split
+	// equally between the nodes: every node gets at least Floor/N, so that
+	// a node whose demand starts from zero can admit at once and report.
+	// Zero: DefaultFloor. It is capped at 1 (then every node gets 1/N).
+	Floor float64
+	// Headroom is how much more than its demand a light node gets, as a
+	// fraction of its demand, so that it can grow until the next report.
+	// Zero: DefaultHeadroom; negative: none.
+	Headroom float64
+}
+
+// Defaults of AllocOptions.
+const (
+	DefaultFloor    = 0.02
+	DefaultHeadroom = 0.10
+)
+
+// Allocate returns each node's share (fraction of L, summing to ≤ 1) of
+// one key's limit, from the nodes' recent demand: the same result on every
+// node given the same inputs, whatever their order. The result is sorted
+// by node name (a name given twice is kept twice, sorted by demand).
+//
+// The algorithm is a proportional water-filling:
+//
+//  1. Demands that are negative or NaN count as 0; +Inf as a very large
+//     demand. If no node asks anything, every node gets 1/N.
+//  2. Every node gets the floor φ = Floor/N. The budget left is B = 1−Nφ.
+//  3. A node's want is its demand plus Headroom, as a fraction of
+//     Capacity. A node is light if its want fits in its proportional part
+//     of B (B·d/ΣD); light nodes get their want and the heavy ones split the
+//     rest in proportion to demand. Since both sides are linear in d, either
+//     every node is light (the wants sum to at most B: underloaded) or none
+//     is (overloaded: B is split exactly in proportion to demand).
+//  4. Underloaded, what is left of B after the wants is split equally
+//     between all the nodes (idle ones included): a buffer for growth.
+//
+// Guarantees: the shares sum to at most 1 (to 1 within float rounding when
+// some node asks something); every node gets at least φ; equal demands get
+// equal shares; no demand at all gives 1/N each; a single node asking at
+// least Capacity/(1+Headroom) gets B+φ = 1−(N−1)φ; when the total demand
+// is at least (1+Headroom)×Capacity no node is light and the split is
+// exactly proportional above the floors, so every node asking something
+// gets less than its demand and all of B is used: every node then admits
+// the same fraction of what it is asked, so a request's chance does not
+// depend on the node it reaches (a "light if below an equal split" rule
+// would instead make a node's share fall when its demand crosses the equal
+// split, and waste the light nodes' headroom). A node's share does not
+// decrease when its own demand grows and the others' do not change.
+func Allocate(demands []NodeDemand, opts AllocOptions) []NodeShare {
+	n := len(demands)
+	if n == 0 {
+		return nil
+	}
+	type node struct {
+		name  string
+		d     float64
+		share float64
+	}
+	nodes := make([]node, n)
+	for i, nd := range demands {
+		d := nd.Demand
+		if !(d > 0) { // negative, zero, NaN
+			d = 0
+		}
+		d = min(d, math.MaxFloat64/float64(4*n)) // sums cannot overflow
+		nodes[i] = node{name: nd.Node, d: d}
+	}
+	slices.SortFunc(nodes, func(a, b node) int {
+		if c := cmp.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.d, b.d)
+	})
+	out := make([]NodeShare, n)
+	total := 0.0
+	for _, x := range nodes {
+		total += x.d
+	}
+	if total == 0 {
+		for i, x := range nodes {
+			out[i] = NodeShare{x.name, 1 / float64(n)}
+		}
+		return out
+	}
+	floorTotal := opts.Floor
+	if floorTotal == 0 {
+		floorTotal = DefaultFloor
+	}
+	floorTotal = min(max(floorTotal, 0), 1)
+	phi := floorTotal / float64(n)
+	headroom := opts.Headroom
+	if headroom == 0 {
+		headroom = DefaultHeadroom
+	}
+	headroom = max(headroom, 0)
+	capacity := opts.Capacity
+	if !(capacity > 0) {
+		capacity = total
+	}
+	budget := 1 - floorTotal
+	extra := 0.0
+	if total/capacity*(1+headroom) <= budget { // underloaded
+		for i := range nodes {
+			nodes[i].share = nodes[i].d / capacity * (1 + headroom)
+		}
+		extra = (budget - total/capacity*(1+headroom)) / float64(n)
+	} else { // overloaded: in proportion to demand
+		for i := range nodes {
+			nodes[i].share = budget * (nodes[i].d / total)
+		}
+	}
+	sum := 0.0
+	for i, x := range nodes {
+		out[i] = NodeShare{x.name, phi + x.share + extra}
+		sum += out[i].Share
+	}
+	for sum > 1 { // float rounding: shave until the sum fits
+		f := (1 - 2e-16*float64(n)) / sum
+		sum = 0
+		for i := range out {
+			out[i].Share *= f
+			sum += out[i].Share
+		}
+	}
+	return out
+}
+
+// PartitionPolicy is what a node that sees fewer than a majority of the
+// cluster does with its shares (on_partition).
+type PartitionPolicy int
+
+// The policies.
+const (
+	// LocalShare keeps the shares of the nodes it sees: the last reports of
+	// the nodes it no longer hears from do not expire, so the minority does
+	// not take over their shares (and keeps what it had).
+	LocalShare PartitionPolicy = iota
+	// FailOpen gives every key a share of 1: each node of the minority
+	// admits up to the whole limit.
+	FailOpen
+	// FailClosed shrinks the minority to its part of the cluster: the
+	// shares are allocated between the nodes seen, then multiplied by
+	// seen/N.
+	FailClosed
+)
+
+// TableConfig configures a ShareTable.
+type TableConfig struct {
+	// Self is this node's name, as it appears in its own reports.
+	Self string
+	// ClusterSize is N, the number of nodes of the cluster (seen or not):
+	// it sets the cold share and the majority. Zero: the number of nodes
+	// ever heard from (self included). See SetClusterSize.
+	ClusterSize int
+	// Interval is the sync interval. Default: 100ms.
+	Interval time.Duration
+	// TTL is how long the reports of a silent node count. Default: three
+	// intervals plus 500ms of failure detection.
+	TTL time.Duration
+	// RaiseDelay is how long a raise waits (cuts apply at once). Default:
+	// one interval.
+	RaiseDelay time.Duration
+	// MaxKeys bounds the hot keys tracked; past it the least recently
+	// reported one goes back to the cold share. Default: 10,000.
+	MaxKeys int
+	// ColdBuffer is the buffer of the cold share (1+ColdBuffer)/N.
+	// Default: 0.1; negative: none.
+	ColdBuffer float64
+	// OnPartition is the partition policy. Default: LocalShare.
+	OnPartition PartitionPolicy
+	// Alloc tunes Allocate (its Capacity is set per key from the reports).
+	Alloc AllocOptions
+}
+
+// KeyID names a key of a rule, by hashes.
+type KeyID struct{ Rule, Key uint64 }
+
+type nodeState struct {
+	seen time.Time // when its last report arrived
+	seq  uint64    // the Seq of its last report
+}
+
+type demandRec struct {
+	seq  uint64  // the report it came in
+	rate float64 // demand, units per second
+	cap  float64 // the sender's limit, units per window (Entry.Limit)
+}
+
+type keyState struct {
+	id      KeyID
+	reports map[string]demandRec
+	elem    *list.Element
+
+	applied    float64 // the share in force (−1: none yet)
+	pending    float64 // a raise waiting (0: none)
+	pendingAt  time.Time
+	hasPending bool
+}
+
+// ShareTable is one node's view of the cluster's demand for hot keys, and
+// the shares it derives from it. Feed it every report received (its own
+// too) with Observe; ask Share for the share of a key now. It is not safe
+// for concurrent use.
+//
+// A key is hot while some live node's latest report carries it and the
+// total demand reported is at least half the cold share of the limit
+// (below that, no node could be hot under the cold share, and every node
+// agrees the key is cold again). A key not hot has the cold share
+// (1+ColdBuffer)/N.
+//
+// A node is live while its last report is younger than TTL; only the
+// entries of a node's latest report count (a key missing from it is a
+// demand of zero). Self is always live.
+//
+// Cuts apply at once; a raise applies once the target has stayed above the
+// share in force for RaiseDelay, and then to the lowest target seen
+// meanwhile. Every node computes the same targets from the same reports,
+// which reach them within a latency; waiting one interval lets the nodes
+// whose share the same reports cut apply the cut before this node takes
+// the room, so that the shares in force sum to at most 1 at all times when
+// the latency is below RaiseDelay.
+type ShareTable struct {
+	cfg   TableConfig
+	nodes map[string]*nodeState
+	keys  map[KeyID]*keyState
+	lru   *list.List // front: most recently reported
+}
+
+// NewShareTable returns an empty table.
+func NewShareTable(cfg TableConfig) *ShareTable {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 3*cfg.Interval + 500*time.Millisecond
+	}
+	if cfg.RaiseDelay <= 0 {
+		cfg.RaiseDelay = cfg.Interval
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 10_000
+	}
+	if cfg.ColdBuffer == 0 {
+		cfg.ColdBuffer = 0.1
+	}
+	cfg.ColdBuffer = max(cfg.ColdBuffer, 0)
+	return &ShareTable{
+		cfg:   cfg,
+		nodes: map[string]*nodeState{cfg.Self: {}},
+		keys:  map[KeyID]*keyState{},
+		lru:   list.New(),
+	}
+}
+
+// SetClusterSize sets N (from the membership).
+func (t *ShareTable) SetClusterSize(n int) { t.cfg.ClusterSize = max(n, 0) }
+
+func (t *ShareTable) clusterSize() int {
+	if t.cfg.ClusterSize > 0 {
+		return t.cfg.ClusterSize
+	}
+	return len(t.nodes)
+}
+
+// ColdShare is the share of a key that is not hot: (1+ColdBuffer)/N.
+func (t *ShareTable) ColdShare() float64 {
+	return min(1, (1+t.cfg.ColdBuffer)/float64(t.clusterSize()))
+}
+
+// Len is the number of hot keys tracked.
+func (t *ShareTable) Len() int { return len(t.keys) }
+
+// Observe records a report received at now (this node's own report too).
+// A report older than the last one of its node (by Seq) is ignored, unless
+// the node was silent for longer than TTL (it may have restarted). Parts
+// of one report split to fit packets (SplitReport) share its Seq, and are
+// all taken. It returns false if ignored.
+func (t *ShareTable) Observe(r Report, now time.Time) bool {
+	ns := t.nodes[r.Node]
+	if ns == nil {
+		ns = &nodeState{}
+		t.nodes[r.Node] = ns
+	} else if !ns.seen.IsZero() && r.Seq < ns.seq && now.Sub(ns.seen) <= t.cfg.TTL {
+		return false
+	}
+	ns.seen, ns.seq = now, r.Seq
+	interval := float64(r.IntervalMillis) / 1000
+	if interval <= 0 {
+		interval = t.cfg.Interval.Seconds()
+	}
+	for _, e := range r.Entries {
+		id := KeyID{e.Rule, e.Key}
+		ks := t.keys[id]
+		if ks == nil {
+			ks = &keyState{id: id, reports: map[string]demandRec{}, applied: -1}
+			ks.elem = t.lru.PushFront(ks)
+			t.keys[id] = ks
+			for len(t.keys) > t.cfg.MaxKeys {
+				old := t.lru.Back().Value.(*keyState)
+				t.drop(old)
+			}
+		} else {
+			t.lru.MoveToFront(ks.elem)
+		}
+		ks.reports[r.Node] = demandRec{seq: r.Seq, rate: float64(e.Demand) / interval, cap: float64(e.Limit)}
+	}
+	return true
+}
+
+func (t *ShareTable) drop(ks *keyState) {
+	t.lru.Remove(ks.elem)
+	delete(t.keys, ks.id)
+}
+
+// Live is the number of live nodes, self included.
+func (t *ShareTable) Live(now time.Time) int {
+	n := 0
+	for name, ns := range t.nodes {
+		if name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL {
+			n++
+		}
+	}
+	return n
+}
+
+// Minority is true if this node sees fewer than a majority of the cluster.
+func (t *ShareTable) Minority(now time.Time) bool {
+	return 2*t.Live(now) <= t.clusterSize()
+}
+
+// Keys returns the keys tracked, hot or not (for a node to report its own
+// demand on keys that are hot elsewhere).
+func (t *ShareTable) Keys() []KeyID {
+	out := make([]KeyID, 0, len(t.keys))
+	for e := t.lru.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(*keyState).id)
+	}
+	return out
+}
+
+// Share returns this node's share of key at now, window being the length
+// of the window the reports' Limit is counted over, and whether the key is
+// hot. A key not hot has the cold share (and is forgotten). Call it after
+// each Observe that carried the key (cuts apply at once) and at least once
+// per interval (raises apply after RaiseDelay).
+func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float64, bool) {
+	ks := t.keys[id]
+	if ks == nil {
+		return t.ColdShare(), false
+	}
+	n := t.clusterSize()
+	live := t.Live(now)
+	minority := 2*live <= n
+	if minority && t.cfg.OnPartition == FailOpen {
+		return 1, true
+	}
+	keepSilent := minority && t.cfg.OnPartition == LocalShare
+	demands := make([]NodeDemand, 0, len(t.nodes))
+	total, limit, current := 0.0, 0.0, false
+	for name, ns := range t.nodes {
+		alive := name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL
+		if !alive && !keepSilent {
+			continue
+		}
+		d := 0.0
+		if rec, ok := ks.reports[name]; ok && rec.seq == ns.seq {
+			d = rec.rate
+			limit = max(limit, rec.cap)
+			current = true
+		} else if ok && !alive {
+			delete(ks.reports, name)
+		}
+		total += d
+		demands = append(demands, NodeDemand{name, d})
+	}
+	capacity := limit / window.Seconds()
+	cold := t.ColdShare()
+	if !current || capacity <= 0 || total < cold/2*capacity {
+		t.drop(ks)
+		return cold, false
+	}
+	opts := t.cfg.Alloc
+	opts.Capacity = capacity
+	target := 0.0
+	shares := Allocate(demands, opts)
+	for _, s := range shares {
+		if s.Node == t.cfg.Self {
+			target = s.Share
+			break
+		}
+	}
+	if minority && t.cfg.OnPartition == FailClosed {
+		target *= float64(len(shares)) / float64(n)
+	}
+	return t.settle(ks, target, now), true
+}
+
+// settle applies the raise delay: a cut at once, a raise after RaiseDelay.
+func (t *ShareTable) settle(ks *keyState, target float64, now time.Time) float64 {
+	if ks.applied < 0 { // new: start from the cold share
+		ks.applied = min(t.ColdShare(), target)
+	}
+	if target <= ks.applied {
+		ks.applied, ks.hasPending = target, false
+		return target
+	}
+	if !ks.hasPending {
+		ks.pending, ks.pendingAt, ks.hasPending = target, now, true
+	}
+	ks.pending = min(ks.pending, target)
+	if now.Sub(ks.pendingAt) >= t.cfg.RaiseDelay {
+		ks.applied, ks.hasPending = ks.pending, false
+		if target > ks.applied {
+			ks.pending, ks.pendingAt, ks.hasPending = target, now, true
+		}
+	}
+	return ks.applied
+}

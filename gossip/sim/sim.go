@@ -1,0 +1,476 @@
+// Package sim is a deterministic simulator of a cluster of rate-limiting
+// nodes that divide one global limit per key by gossiping demand
+// (gossip.ShareTable, gossip.Allocate). Time is virtual and advances in
+// steps of one millisecond; the network, the traffic and the node deaths
+// are driven by one seeded random source, so a Scenario always gives the
+// same Result.
+//
+// Each node has a real limiter.Limiter with Config.Shares and the
+// TokenBucket algorithm (L per second, burst L/10, both multiplied by the
+// share). A token bucket is chosen over sliding_window because it turns
+// "the shares in force sum to at most 1 at every instant" into "the
+// cluster admits at most L per second plus the bursts over any window":
+// its state is a rate, so share moved from node A to node B stops A at
+// once and lets B admit only at the new rate from then on. A sliding
+// window keeps, per node, the count of the last window: a node whose share
+// rises gets the whole of its new share at once although the node that
+// lost it already spent it in the same window, and a move of traffic can
+// then admit up to 2L in one window.
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// Dist is how the traffic is spread over the nodes.
+type Dist int
+
+// The distributions.
+const (
+	Even Dist = iota // the same rate on every node
+	Zipf             // node i gets a weight of 1/(i+1)
+	One              // everything on node 0
+)
+
+func (d Dist) String() string { return [...]string{"even", "zipf", "one"}[d] }
+
+// Scenario is one run.
+type Scenario struct {
+	Name    string
+	Nodes   int     // default 10
+	Seconds int     // default 10
+	Limit   int64   // L, units per second; default 1000
+	Offered float64 // offered load, × L (summed over the keys); default 1.5
+	Dist    Dist
+	Keys    int     // default 1; more: Zipf(1.1) over the keys, each with its own L
+	Seed    uint64  // default 1
+	Loss    float64 // probability that a message is lost
+
+	// Latency is the one-way delay of a message, plus up to Jitter more.
+	// Defaults: 5ms and 5ms.
+	Latency, Jitter time.Duration
+	// Interval is the sync interval. Default 100ms.
+	Interval time.Duration
+
+	// MoveAt: if set, all the traffic moves to node 1 at that time (from
+	// wherever Dist put it).
+	MoveAt time.Duration
+	// KillAt: if set, node 0 dies then; its traffic is spread over the others.
+	KillAt time.Duration
+	// PartitionAt: if set, the first PartitionSize nodes stop hearing from
+	// the others (and the others from them) from then on.
+	PartitionAt   time.Duration
+	PartitionSize int
+	OnPartition   gossip.PartitionPolicy
+}
+
+// Result is what a Scenario gave.
+type Result struct {
+	Scenario Scenario
+	// PerSecond is, per second of the run, the units admitted over L
+	// (summed over all the keys).
+	PerSecond []float64
+	// OfferedPerSecond is the units asked over L, likewise.
+	OfferedPerSecond []float64
+	// MaxWindow is the most admitted over L in any 1s window starting on a
+	// 10ms boundary, from the second second on (the first one includes the
+	// cold start).
+	MaxWindow float64
+	// BytesPerNodeSecond is the gossip sent per node per second, reports
+	// estimated at 32 bytes plus 28 per entry.
+	BytesPerNodeSecond float64
+	// EntriesPerReport is the mean number of keys per report.
+	EntriesPerReport float64
+	// TopKeyPerSecond is, with several keys, the most asked key's
+	// admitted/L per second.
+	TopKeyPerSecond []float64
+}
+
+type message struct {
+	at  int64 // ns
+	seq int64
+	to  int
+	r   gossip.Report
+}
+
+type queue []message
+
+func (q queue) Len() int { return len(q) }
+func (q queue) Less(i, j int) bool {
+	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
+}
+func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *queue) Push(x any)   { *q = append(*q, x.(message)) }
+func (q *queue) Pop() any {
+	old := *q
+	m := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return m
+}
+
+type localKey struct {
+	smoothed float64 // demand per interval: an EWMA that follows jumps and falls by half at once
+}
+
+type node struct {
+	name  string
+	lim   *limiter.Limiter
+	tab   *gossip.ShareTable
+	dead  bool
+	seq   uint64
+	local map[uint64]*localKey // keys seen here, by index
+	known map[uint64]bool      // keys whose share was set in the limiter
+}
+
+const rule = 1
+
+// smoothing is the EWMA weight of the last interval's demand.
+var smoothing = 0.2
+
+type sim struct {
+	s       Scenario
+	rng     *rand.Rand
+	zipf    *rand.Zipf
+	nodes   []*node
+	q       queue
+	qseq    int64
+	names   []string // key index → limiter key
+	bytes   int64
+	reports int64
+	entries int64
+}
+
+func keyName(i uint64) string { return fmt.Sprintf("k%d", i) }
+
+func (s *Scenario) defaults() {
+	if s.Nodes == 0 {
+		s.Nodes = 10
+	}
+	if s.Seconds == 0 {
+		s.Seconds = 10
+	}
+	if s.Limit == 0 {
+		s.Limit = 1000
+	}
+	if s.Offered == 0 {
+		s.Offered = 1.5
+	}
+	if s.Keys == 0 {
+		s.Keys = 1
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if s.Latency == 0 {
+		s.Latency = 5 * time.Millisecond
+	}
+	if s.Jitter == 0 {
+		s.Jitter = 5 * time.Millisecond
+	}
+	if s.Interval == 0 {
+		s.Interval = 100 * time.Millisecond
+	}
+	if s.PartitionSize == 0 {
+		s.PartitionSize = 4
+	}
+}
+
+var epoch = time.Unix(1_700_000_000, 0)
+
+func at(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
+
+// Run runs s.
+func Run(s Scenario) Result {
+	s.defaults()
+	sm := &sim{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
+	if s.Keys > 1 {
+		sm.zipf = rand.NewZipf(sm.rng, 1.1, 1, uint64(s.Keys-1))
+	}
+	for i := range s.Keys {
+		sm.names = append(sm.names, keyName(uint64(i)))
+	}
+	for i := range s.Nodes {
+		lim, err := limiter.New(limiter.Config{
+			Algorithm: limiter.TokenBucket,
+			Limits:    []limiter.Limit{{Count: s.Limit, Window: time.Second}},
+			Burst:     max(s.Limit/10, 1),
+			Shares:    true,
+		})
+		if err != nil {
+			panic(err)
+		}
+		name := fmt.Sprintf("node-%03d", i)
+		sm.nodes = append(sm.nodes, &node{
+			name: name,
+			lim:  lim,
+			tab: gossip.NewShareTable(gossip.TableConfig{
+				Self: name, ClusterSize: s.Nodes, Interval: s.Interval, OnPartition: s.OnPartition,
+			}),
+			local: map[uint64]*localKey{},
+			known: map[uint64]bool{},
+		})
+	}
+	return sm.run()
+}
+
+// weights is each node's part of the traffic at t.
+func (sm *sim) weights(t time.Duration) []float64 {
+	s := sm.s
+	w := make([]float64, s.Nodes)
+	switch s.Dist {
+	case Even:
+		for i := range w {
+			w[i] = 1
+		}
+	case Zipf:
+		for i := range w {
+			w[i] = 1 / float64(i+1)
+		}
+	case One:
+		w[0] = 1
+	}
+	if s.MoveAt > 0 && t >= s.MoveAt {
+		clear(w)
+		w[1] = 1
+	}
+	if s.KillAt > 0 && t >= s.KillAt {
+		if moved := w[0]; moved > 0 {
+			w[0] = 0
+			if rest := sumOf(w); rest > 0 {
+				for i := range w {
+					w[i] += moved * w[i] / rest
+				}
+			} else {
+				w[1] = moved
+			}
+		}
+	}
+	total := sumOf(w)
+	for i := range w {
+		w[i] /= total
+	}
+	return w
+}
+
+func sumOf(w []float64) float64 {
+	t := 0.0
+	for _, x := range w {
+		t += x
+	}
+	return t
+}
+
+// poisson draws a Poisson variate of small mean (Knuth), or a normal
+// approximation above 30.
+func (sm *sim) poisson(mean float64) int {
+	if mean <= 0 {
+		return 0
+	}
+	if mean > 30 {
+		return max(0, int(math.Round(mean+math.Sqrt(mean)*sm.rng.NormFloat64())))
+	}
+	l, k, p := math.Exp(-mean), 0, 1.0
+	for {
+		p *= sm.rng.Float64()
+		if p <= l {
+			return k
+		}
+		k++
+	}
+}
+
+func (sm *sim) partitioned(a, b int, t time.Duration) bool {
+	s := sm.s
+	if s.PartitionAt == 0 || t < s.PartitionAt {
+		return false
+	}
+	return (a < s.PartitionSize) != (b < s.PartitionSize)
+}
+
+// applyShare sets key k's share in n's limiter from n's table.
+func (sm *sim) applyShare(n *node, k uint64, now int64) {
+	share, _ := n.tab.Share(gossip.KeyID{Rule: rule, Key: k}, time.Second, at(now))
+	n.lim.SetShareAt(sm.names[k], share, at(now))
+	n.known[k] = true
+}
+
+func (sm *sim) tick(i int, now int64) {
+	n := sm.nodes[i]
+	s := sm.s
+	perInterval := float64(s.Limit) * s.Interval.Seconds() // L over an interval
+	tracked := map[uint64]bool{}
+	for _, id := range n.tab.Keys() {
+		tracked[id.Key] = true
+		if n.local[id.Key] == nil {
+			n.local[id.Key] = &localKey{}
+		}
+	}
+	r := gossip.Report{Node: n.name, Seq: n.seq + 1, IntervalMillis: uint32(s.Interval.Milliseconds())}
+	n.seq++
+	for k, lk := range n.local {
+		d, share := n.lim.TakeDemand(sm.names[k])
+		if fd := float64(d); fd > 2*lk.smoothed+5 || 2*fd+5 < lk.smoothed {
+			lk.smoothed = fd // a jump or a fall: follow it at once
+		} else {
+			lk.smoothed += smoothing * (fd - lk.smoothed)
+		}
+		if lk.smoothed < 0.5 {
+			lk.smoothed = 0
+		}
+		hot := lk.smoothed >= 0.5*share*perInterval
+		if !hot && !(tracked[k] && lk.smoothed > 0) {
+			if lk.smoothed == 0 && !tracked[k] {
+				delete(n.local, k)
+			}
+			continue
+		}
+		r.Entries = append(r.Entries, gossip.Entry{
+			Rule: rule, Key: k, Limit: uint32(s.Limit), Demand: uint32(math.Round(lk.smoothed)),
+		})
+		if len(r.Entries) == gossip.MaxEntries {
+			break
+		}
+	}
+	sm.reports++
+	sm.entries += int64(len(r.Entries))
+	n.tab.Observe(r, at(now))
+	for j, m := range sm.nodes {
+		if j == i || m.dead {
+			continue
+		}
+		sm.bytes += 32 + 28*int64(len(r.Entries))
+		if sm.partitioned(i, j, time.Duration(now)) || sm.rng.Float64() < s.Loss {
+			continue
+		}
+		delay := int64(s.Latency) + int64(sm.rng.Float64()*float64(s.Jitter))
+		sm.qseq++
+		heap.Push(&sm.q, message{at: now + delay, seq: sm.qseq, to: j, r: r})
+	}
+	for k := range n.local {
+		sm.applyShare(n, k, now)
+	}
+	for k := range n.known {
+		if n.local[k] == nil {
+			sm.applyShare(n, k, now) // back to the cold share
+			delete(n.known, k)
+		}
+	}
+}
+
+func (sm *sim) run() Result {
+	s := sm.s
+	ms := int64(time.Millisecond)
+	steps := int64(s.Seconds) * 1000
+	interval := s.Interval.Milliseconds()
+	admitted := make([]int64, steps)
+	asked := make([]int64, steps)
+	topKey := make([]int64, s.Seconds)
+	rate := s.Offered * float64(s.Limit) // units per second over the cluster
+	var w []float64
+	for step := range steps {
+		now := step * ms
+		t := time.Duration(now)
+		if s.KillAt > 0 && t >= s.KillAt && !sm.nodes[0].dead {
+			sm.nodes[0].dead = true
+		}
+		if step%100 == 0 || w == nil {
+			w = sm.weights(t)
+		}
+		for sm.q.Len() > 0 && sm.q[0].at < now+ms {
+			m := heap.Pop(&sm.q).(message)
+			n := sm.nodes[m.to]
+			if n.dead {
+				continue
+			}
+			if n.tab.Observe(m.r, at(m.at)) {
+				for _, e := range m.r.Entries {
+					if n.local[e.Key] != nil || n.known[e.Key] {
+						sm.applyShare(n, e.Key, m.at) // cuts at once
+					}
+				}
+			}
+		}
+		for i, n := range sm.nodes {
+			if n.dead {
+				continue
+			}
+			if (step-int64(i)*interval/int64(s.Nodes))%interval == 0 {
+				sm.tick(i, now)
+			}
+			k := sm.poisson(rate * w[i] / 1000)
+			for j := range k {
+				when := now + int64(j)*ms/int64(k)
+				key := uint64(0)
+				if sm.zipf != nil {
+					key = sm.zipf.Uint64()
+				}
+				if n.local[key] == nil {
+					n.local[key] = &localKey{}
+				}
+				if !n.known[key] {
+					sm.applyShare(n, key, when)
+				}
+				asked[step]++
+				if n.lim.AllowAt(sm.names[key], at(when), 1).Allowed {
+					admitted[step]++
+					if key == 0 {
+						topKey[step/1000]++
+					}
+				}
+			}
+		}
+	}
+	res := Result{Scenario: s}
+	norm := float64(s.Limit)
+	for sec := range s.Seconds {
+		a, o := int64(0), int64(0)
+		for _, x := range admitted[sec*1000 : (sec+1)*1000] {
+			a += x
+		}
+		for _, x := range asked[sec*1000 : (sec+1)*1000] {
+			o += x
+		}
+		res.PerSecond = append(res.PerSecond, float64(a)/norm)
+		res.OfferedPerSecond = append(res.OfferedPerSecond, float64(o)/norm)
+		if s.Keys > 1 {
+			res.TopKeyPerSecond = append(res.TopKeyPerSecond, float64(topKey[sec])/norm)
+		}
+	}
+	if s.Keys == 1 {
+		for start := int64(1000); start+1000 <= steps; start += 10 {
+			a := int64(0)
+			for _, x := range admitted[start : start+1000] {
+				a += x
+			}
+			res.MaxWindow = max(res.MaxWindow, float64(a)/norm)
+		}
+	}
+	res.BytesPerNodeSecond = float64(sm.bytes) / float64(s.Nodes) / float64(s.Seconds)
+	if sm.reports > 0 {
+		res.EntriesPerReport = float64(sm.entries) / float64(sm.reports)
+	}
+	return res
+}
+
+// Table formats r, one line per second.
+func (r Result) Table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%d nodes, %d key(s), offered %.1f×L, %.0f B/node/s, %.1f entries/report, max 1s window %.3f)\n",
+		r.Scenario.Name, r.Scenario.Nodes, r.Scenario.Keys, r.Scenario.Offered, r.BytesPerNodeSecond, r.EntriesPerReport, r.MaxWindow)
+	for i, x := range r.PerSecond {
+		fmt.Fprintf(&b, "  %2ds  admitted/L %.3f  offered/L %.2f", i, x, r.OfferedPerSecond[i])
+		if r.TopKeyPerSecond != nil {
+			fmt.Fprintf(&b, "  top key %.3f", r.TopKeyPerSecond[i])
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -155,6 +155,10 @@ func Allocate(demands []NodeDemand, opts AllocOptions) []NodeShare {
 	return out
 }
 
+// partitionSlack bounds what a strict minority keeps under LocalShare, as
+// a fraction of the limit: the most a partition adds to it.
+const partitionSlack = 0.1
+
 // PartitionPolicy is what a node that sees fewer than a majority of the
 // cluster does with its shares (on_partition).
 type PartitionPolicy int
@@ -163,7 +167,12 @@ type PartitionPolicy int
 const (
 	// LocalShare keeps the shares of the nodes it sees: the last reports of
 	// the nodes it no longer hears from do not expire, so the minority does
-	// not take over their shares (and keeps what it had).
+	// not take over their shares. A node that sees exactly half the
+	// cluster keeps what it had (the other half is no majority either). A
+	// node that sees fewer than half cannot tell the silent nodes from a
+	// majority that reclaims their shares, its own included: it keeps
+	// seen/N of its share, and the nodes it sees keep together at most
+	// 2×seen/N×10% of the limit, so that a partition admits at most 1.1×L.
 	LocalShare PartitionPolicy = iota
 	// FailOpen gives every key a share of 1: each node of the minority
 	// admits up to the whole limit.
@@ -386,9 +395,12 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	}
 	keepSilent := minority && t.cfg.OnPartition == LocalShare
 	demands := make([]NodeDemand, 0, len(t.nodes))
-	total, limit, current := 0.0, 0.0, false
+	total, limit, current, silent := 0.0, 0.0, false, 0
 	for name, ns := range t.nodes {
 		alive := name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL
+		if !alive {
+			silent++
+		}
 		if !alive && !keepSilent {
 			continue
 		}
@@ -421,6 +433,24 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	}
 	if minority && t.cfg.OnPartition == FailClosed {
 		target *= float64(len(shares)) / float64(n)
+	}
+	if keepSilent && 2*live < n && silent > 0 {
+		// A strict minority cannot tell the silent nodes from a majority
+		// that has reclaimed their shares (and its own): it keeps seen/N of
+		// its share, and its nodes together at most 2×seen/N×partitionSlack
+		// (< partitionSlack) of the limit, so that the cluster admits at
+		// most (1+partitionSlack)×L whatever the split.
+		f := float64(live) / float64(n)
+		seen := 0.0
+		for _, s := range shares {
+			if ns := t.nodes[s.Node]; s.Node == t.cfg.Self || ns != nil && now.Sub(ns.seen) <= t.cfg.TTL {
+				seen += s.Share
+			}
+		}
+		target *= f
+		if capped := 2 * f * partitionSlack; seen*f > capped {
+			target *= capped / (seen * f)
+		}
 	}
 	return t.settle(ks, target, now), true
 }

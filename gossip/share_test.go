@@ -223,7 +223,9 @@ func TestShareTablePartition(t *testing.T) {
 		want   float64
 	}{
 		{FailOpen, 1},
-		{LocalShare, DefaultFloor/5 + 0.98/5},
+		// a and b keep 2/5 of their shares (0.2 each), capped to
+		// 2×(2/5)×partitionSlack together: 0.04 each.
+		{LocalShare, 2 * 2.0 / 5 * partitionSlack / 2},
 		{FailClosed, (DefaultFloor/2 + 0.98/2) * 2 / 5},
 	} {
 		tab := NewShareTable(TableConfig{Self: "a", ClusterSize: 5, OnPartition: tc.policy, RaiseDelay: time.Nanosecond})
@@ -246,6 +248,28 @@ func TestShareTablePartition(t *testing.T) {
 		if math.Abs(s-tc.want) > 1e-9 {
 			t.Fatalf("%v: %v, want %v", tc.policy, s, tc.want)
 		}
+	}
+}
+
+// A node that sees exactly half the cluster keeps its local share: the
+// other half is no majority either, so it does not reclaim.
+func TestShareTableHalfLocalShare(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	id := KeyID{1, 7}
+	tab := NewShareTable(TableConfig{Self: "a", ClusterSize: 4, RaiseDelay: time.Nanosecond})
+	for i, n := range []string{"a", "b", "c", "d"} {
+		tab.Observe(rep(n, 1, 500, 7), t0.Add(time.Duration(i)))
+	}
+	now := t0.Add(2 * time.Second)
+	tab.Observe(rep("a", 2, 500, 7), now)
+	tab.Observe(rep("b", 2, 500, 7), now)
+	if !tab.Minority(now) {
+		t.Fatal("not a minority")
+	}
+	tab.Share(id, time.Second, now)
+	s, _ := tab.Share(id, time.Second, now.Add(time.Millisecond))
+	if want := DefaultFloor/4 + 0.98/4; math.Abs(s-want) > 1e-9 {
+		t.Fatalf("%v, want %v", s, want)
 	}
 }
 

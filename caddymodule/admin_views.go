@@ -172,7 +172,7 @@ func describeKey(e ruleEntry, key, tier string) keyView {
 // key that is a client address or prefix (by ip, by ip/24).
 func countryOfKey(key string) (string, bool) {
 	app := activeApp.Load()
-	if app == nil || app.geo == nil {
+	if app == nil || app.geoDB() == nil {
 		return "", false
 	}
 	key = strings.TrimPrefix(key, "\x00") // on_missing_key ip
@@ -184,5 +184,5 @@ func countryOfKey(key string) (string, bool) {
 		}
 		addr = p.Addr()
 	}
-	return app.geo.Country(addr)
+	return app.geoDB().Country(addr)
 }

@@ -39,6 +39,14 @@ type App struct {
 	// placeholders such as {env.GEOIP_DB} are replaced. Default: none.
 	GeoIP string `json:"geoip,omitempty"`
 
+	// GeoIPCheckInterval, if set, is how often the geoip file is checked
+	// for a change (its size or modification time): a changed file is
+	// read and put in force at once, without a reload; a file that fails
+	// to read is logged and the database in force stays. Replace the file
+	// by renaming a new one over it, as geoipupdate does. Default: 0, no
+	// checks (a changed file is read at the next reload).
+	GeoIPCheckInterval caddy.Duration `json:"geoip_check_interval,omitempty"`
+
 	// GeoHeader names a request header that holds the client's country
 	// code, set by a proxy or CDN in front of Caddy (CF-IPCountry,
 	// CloudFront-Viewer-Country). It is believed only on requests whose
@@ -54,10 +62,11 @@ type App struct {
 
 	tokens *tokens // from JWT
 
-	geoHeaderKey       string     // GeoHeader, canonical
-	untrustedGeoHeader *sync.Once // warns once of a geo_header from an untrusted peer
-	geo                *geo.DB    // from GeoIP
-	geoFile            *geoFile   // its key in geoDatabases, to release
+	geoHeaderKey       string                  // GeoHeader, canonical
+	untrustedGeoHeader *sync.Once              // warns once of a geo_header from an untrusted peer
+	geo                *atomic.Pointer[geo.DB] // from GeoIP, swapped by the file check; nil without
+	geoFile            *geoFile                // its key in geoDatabases, to release
+	geoSeen            geoFile                 // the file as last read, for the file check
 	logger             *zap.Logger
 	pending            []pendingRule
 	committed          *sync.Once // puts pending in force: at Start, or at the first request if sooner
@@ -106,7 +115,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return err
 		}
-		a.geo, a.geoFile = db, &file
+		a.geo = new(atomic.Pointer[geo.DB])
+		a.geo.Store(db)
+		a.geoFile, a.geoSeen = &file, file
 		info := db.Info()
 		a.logger.Info("geoip database",
 			zap.String("path", file.path),
@@ -120,10 +131,21 @@ func (a *App) Provision(ctx caddy.Context) error {
 }
 
 // hasCountries is true if the app can tell a client's country.
-func (a *App) hasCountries() bool { return a.geo != nil || a.GeoHeader != "" }
+func (a *App) hasCountries() bool { return a.geoDB() != nil || a.GeoHeader != "" }
+
+// geoDB is the geoip database in force, or nil.
+func (a *App) geoDB() *geo.DB {
+	if a.geo == nil {
+		return nil
+	}
+	return a.geo.Load()
+}
 
 // Validate checks the configuration.
 func (a *App) Validate() error {
+	if a.GeoIPCheckInterval < 0 || (a.GeoIPCheckInterval > 0 && a.GeoIP == "") {
+		return fmt.Errorf("geoip_check_interval %s: must be positive, with geoip", time.Duration(a.GeoIPCheckInterval))
+	}
 	if a.SweepInterval < 0 {
 		return fmt.Errorf("sweep_interval %s: must not be negative", time.Duration(a.SweepInterval))
 	}
@@ -140,7 +162,7 @@ func (a *App) Start() error {
 	a.commit()
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.stopOnce = new(sync.Once)
-	go a.sweep(time.Duration(a.SweepInterval))
+	go a.sweep(time.Duration(a.SweepInterval), time.Duration(a.GeoIPCheckInterval))
 	if a.running != nil {
 		a.running.Store(true)
 	}
@@ -201,16 +223,26 @@ func (a *App) Stop() error {
 	return nil
 }
 
-func (a *App) sweep(every time.Duration) {
+// sweep frees idle keys every sweep interval, and checks the geoip file
+// every check interval (if set), until Stop.
+func (a *App) sweep(every, checkGeo time.Duration) {
 	defer close(a.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var check <-chan time.Time
+	if checkGeo > 0 {
+		c := time.NewTicker(checkGeo)
+		defer c.Stop()
+		check = c.C
+	}
 	for {
 		select {
 		case <-a.stop:
 			return
 		case now := <-t.C:
 			registry.sweep(now)
+		case <-check:
+			a.checkGeoFile()
 		}
 	}
 }

@@ -21,6 +21,7 @@ func init() {
 //	    rate_limit {
 //	        sweep_interval <duration>
 //	        geoip <path to a .mmdb file>
+//	        geoip_check_interval <duration>   # read a changed file without a reload
 //	        geo_header <header name>
 //	        jwt {
 //	            hmac_secret     <secret>        # {env.JWT_SECRET}
@@ -71,6 +72,13 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			if d.NextArg() {
 				return nil, d.Errf("%s: expected one argument, got also %q", name, d.Val())
 			}
+
+		case "geoip_check_interval":
+			every, err := intervalArg(d, "geoip_check_interval")
+			if err != nil {
+				return nil, err
+			}
+			app.GeoIPCheckInterval = caddy.Duration(every)
 
 		case "jwt":
 			if app.JWT != nil {

@@ -91,9 +91,9 @@ func (a *App) countryOf(r *http.Request) (string, bool) {
 			}
 		}
 	}
-	if a.geo != nil {
+	if db := a.geoDB(); db != nil {
 		if addr, err := netip.ParseAddr(clientIP(r)); err == nil {
-			return a.geo.Country(addr)
+			return db.Country(addr)
 		}
 	}
 	return "", false
@@ -125,4 +125,34 @@ func boxedCountry(code string) any {
 		return emptyCountry
 	}
 	return countryValues[int(code[0]-'A')*26+int(code[1]-'A')]
+}
+
+// checkGeoFile reads the geoip file again if it changed since it was last
+// read, and puts the new database in force. It reports whether it did. A
+// file that cannot be read is logged; the database in force stays.
+func (a *App) checkGeoFile() bool {
+	if a.geoFile == nil {
+		return false
+	}
+	path := a.geoSeen.path
+	fi, err := os.Stat(path)
+	if err != nil {
+		a.logger.Error("geoip database: checking the file", zap.String("path", path), zap.Error(err))
+		return false
+	}
+	if fi.Size() == a.geoSeen.size && fi.ModTime().Equal(a.geoSeen.modified) {
+		return false
+	}
+	db, err := geo.Open(path)
+	if err != nil {
+		a.logger.Error("geoip database changed but cannot be read; the one in force stays", zap.Error(err))
+		a.geoSeen.size, a.geoSeen.modified = fi.Size(), fi.ModTime() // not again until it changes again
+		return false
+	}
+	a.geo.Store(db) // readers holding the old one may finish with it: Close frees nothing they use
+	a.geoSeen.size, a.geoSeen.modified = fi.Size(), fi.ModTime()
+	info := db.Info()
+	a.logger.Info("geoip database changed on disk and was read again",
+		zap.String("path", path), zap.String("type", info.DatabaseType), zap.Time("built", info.BuildTime))
+	return true
 }

@@ -4,13 +4,18 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/internal/mmdbtest"
 )
 
@@ -36,7 +41,9 @@ func geoApp(t testing.TB) *App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app.geo, app.geoFile = db, &file
+	app.geo = new(atomic.Pointer[geo.DB])
+	app.geo.Store(db)
+	app.geoFile, app.geoSeen = &file, file
 	t.Cleanup(func() { app.Cleanup() })
 	return app
 }
@@ -203,5 +210,42 @@ func TestGeoMultiplierNeedsCountries(t *testing.T) {
 	_, err = newRule(Rule{Name: "x", Limits: hourly("x", 1).Limits, GeoMultiplier: map[string]float64{"US": -1}})
 	if err == nil || !strings.Contains(err.Error(), "negative") {
 		t.Errorf("negative factor: %v", err)
+	}
+}
+
+// TestGeoFileCheck: with geoip_check_interval, a changed file is read and
+// put in force without a reload; a file that fails to read leaves the
+// database in force.
+func TestGeoFileCheck(t *testing.T) {
+	app := geoApp(t)
+	app.logger = zap.NewNop()
+	path := app.geoSeen.path
+	country := func() string {
+		code, _ := app.countryOf(requestFrom("5.255.255.7", false))
+		return code
+	}
+	if app.checkGeoFile() || country() != "RU" {
+		t.Fatalf("unchanged file: read again, or country %s", country())
+	}
+	touch := func(step int) {
+		t.Helper()
+		later := time.Now().Add(time.Duration(step) * time.Second)
+		if err := os.Chtimes(path, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mmdbtest.Write(path, map[string]string{"5.255.255.0/24": "US"}); err != nil {
+		t.Fatal(err)
+	}
+	touch(1)
+	if !app.checkGeoFile() || country() != "US" {
+		t.Fatalf("rebuilt file: country %s, want US", country())
+	}
+	if err := os.WriteFile(path, []byte("not a database"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	touch(2)
+	if app.checkGeoFile() || country() != "US" {
+		t.Fatalf("broken file: country %s, want US still", country())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgebyte/edgelimit/internal/mmdbtest"
 )
@@ -209,5 +210,35 @@ func TestGeoConfigErrors(t *testing.T) {
 		if !strings.Contains(strings.ReplaceAll(string(out), `\"`, `"`), c.want) {
 			t.Errorf("%s: caddy validate said:\n%s\nwant it to contain %q", c.name, out, c.want)
 		}
+	}
+}
+
+// TestGeoFileCheckWithoutReload: with geoip_check_interval, a database
+// rebuilt on disk is put in force without a reload.
+func TestGeoFileCheckWithoutReload(t *testing.T) {
+	t.Parallel()
+	db := writeCountries(t, testCountries)
+	p := startCaddy(t, geoGlobals("geoip "+db+"\n\t\tgeoip_check_interval 20ms")+seedGeoRule)
+	if _, _, body := p.get(t, "/", xff(clientRU)...); body != "RU" {
+		t.Fatalf("before: country %q, want RU", body)
+	}
+	if err := mmdbtest.Write(db, map[string]string{"5.255.255.0/24": "US"}); err != nil {
+		t.Fatal(err)
+	}
+	// the check runs every 20ms in Caddy: wait for it, up to 5 s
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, h, body := p.get(t, "/", xff(clientRU)...)
+		if body == "US" {
+			if h.Get("RateLimit-Policy") != `"public";q=1000;w=60` {
+				t.Errorf("after the change: RateLimit-Policy %q", h.Get("RateLimit-Policy"))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rebuilt database was not put in force: country %q", body)
+		}
+	}
+	if p.waitLog("geoip database changed on disk and was read again") == "" {
+		t.Error("no log line for the database read again")
 	}
 }

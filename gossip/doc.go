@@ -62,6 +62,8 @@
 // a strict minority whose known peers went silent keeps seen/N of its
 // share, and its side at most 10% of the limit, since the majority will
 // reclaim the silent nodes' shares: a 4|6 partition admits 1.03–1.05×L.
+// Under fail_closed the minority denies (at most 0.99×L in all); under
+// fail_open it lifts the limit.
 //
 // # Security
 //

@@ -177,9 +177,12 @@ const (
 	// FailOpen gives every key a share of 1: each node of the minority
 	// admits up to the whole limit.
 	FailOpen
-	// FailClosed shrinks the minority to its part of the cluster: the
-	// shares are allocated between the nodes seen, then multiplied by
-	// seen/N.
+	// FailClosed denies on the minority: a node that sees no more than
+	// half the cluster after nodes it knew went silent gives every key a
+	// share of 0, so that only a majority admits and a partition admits at
+	// most L (an even split admits nothing). Before any node went silent
+	// (a start, a cluster still forming), shares are allocated between the
+	// nodes seen, then multiplied by seen/N.
 	FailClosed
 )
 
@@ -432,6 +435,9 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 		}
 	}
 	if minority && t.cfg.OnPartition == FailClosed {
+		if silent > 0 {
+			return t.settle(ks, 0, now), true
+		}
 		target *= float64(len(shares)) / float64(n)
 	}
 	if keepSilent && 2*live < n && silent > 0 {

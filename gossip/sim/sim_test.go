@@ -3,6 +3,8 @@ package sim
 import (
 	"testing"
 	"time"
+
+	"github.com/edgebyte/edgelimit/gossip"
 )
 
 func scenarios(nodes int) []Scenario {
@@ -17,6 +19,8 @@ func scenarios(nodes int) []Scenario {
 		{Name: "move 0->1 at 3s", Nodes: nodes, Dist: One, Offered: 2, MoveAt: 3 * sec},
 		{Name: "kill node 0 at 3s", Nodes: nodes, Dist: Even, Offered: 2, KillAt: 3 * sec},
 		{Name: "partition 4|6 at 3s", Nodes: nodes, Dist: Even, Offered: 2, PartitionAt: 3 * sec},
+		{Name: "partition 4|6 at 3s fail_closed", Nodes: nodes, Dist: Even, Offered: 2, PartitionAt: 3 * sec, OnPartition: gossip.FailClosed},
+		{Name: "partition 4|6 at 3s fail_open", Nodes: nodes, Dist: Even, Offered: 2, PartitionAt: 3 * sec, OnPartition: gossip.FailOpen},
 		{Name: "zipf 2xL 10% loss", Nodes: nodes, Dist: Zipf, Offered: 2, Loss: 0.1},
 	}
 	for i := range ss {
@@ -54,6 +58,16 @@ func check(t *testing.T, r Result) {
 		lo, hi = min(lo, x), max(hi, x)
 	}
 	t.Logf("%s: admitted/L from %ds: min %.3f max %.3f; max 1s window %.3f", s.Name, from, lo, hi, r.MaxWindow)
+	if s.PartitionAt > 0 && s.OnPartition == gossip.FailOpen {
+		return // the minority lifts the limit: nothing to bound
+	}
+	if s.PartitionAt > 0 && s.OnPartition == gossip.FailClosed {
+		// Target ≤ L: the minority denies, the majority takes the limit.
+		if hi > 1.02 || r.MaxWindow > 1.02 || lo < 0.93 {
+			t.Errorf("%s: admitted/L in [%.3f, %.3f], max window %.3f", s.Name, lo, hi, r.MaxWindow)
+		}
+		return
+	}
 	if s.PartitionAt > 0 {
 		// Target ≤ 1.1×L: the majority reclaims the minority's shares (it
 		// cannot tell it from dead nodes); the minority (local_share) keeps

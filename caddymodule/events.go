@@ -44,7 +44,7 @@ func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.De
 		zap.Duration("wait", d.RetryAfter),
 	}
 	if ru.LogKey {
-		fields = append(fields, zap.String("key", key))
+		fields = append(fields, zap.String("key", shownKey(key)))
 	}
 	if ru.hasGeo {
 		fields = append(fields, zap.String("country", country))
@@ -65,7 +65,7 @@ func (h *Handler) emitDenial(ru *rule, r *http.Request, key string, retryAfter i
 		"retry_after": retryAfter,
 	}
 	if ru.LogKey {
-		data["key"] = key
+		data["key"] = shownKey(key)
 	}
 	if ru.hasGeo {
 		data["country"] = country

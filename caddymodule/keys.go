@@ -255,3 +255,10 @@ func hashedKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
 }
+
+// shownKey is a key as the placeholder, logs and events show it: a
+// fallback key (on_missing_key ip) as its address, without the NUL that
+// keeps it apart from keys a client can send.
+func shownKey(key string) string {
+	return strings.TrimPrefix(key, "\x00")
+}

@@ -50,6 +50,7 @@ func TestHandleErrorsKeyPlaceholder(t *testing.T) {
 		name keyed
 		limit 1 30d
 		by header X-API-Key
+		on_missing_key ip
 	}
 	respond "ok"
 	handle_errors {
@@ -61,6 +62,11 @@ func TestHandleErrorsKeyPlaceholder(t *testing.T) {
 	code, _, body := p.get(t, "/", "X-API-Key", "k-123")
 	if code != 429 || body != "429 for k-123" {
 		t.Errorf("second request: %d %q, want 429 \"429 for k-123\"", code, body)
+	}
+	// without the header: keyed by the client's address, shown as it is
+	p.status(t, "/")
+	if code, _, body := p.get(t, "/"); code != 429 || body != "429 for 127.0.0.1" {
+		t.Errorf("fallback key: %d %q, want 429 \"429 for 127.0.0.1\"", code, body)
 	}
 }
 

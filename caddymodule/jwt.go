@@ -192,20 +192,21 @@ func (t *tokens) token(r *http.Request) (string, bool) {
 }
 
 // jwtReasons are the reasons a token fails, as jwtkey.Reason gives them:
-// the only values of the metric's label.
-var jwtReasons = []string{"too_large", "malformed", "algorithm", "unknown_key", "signature", "expired", "not_yet_valid", "issuer", "audience", "other"}
+// the only values of the metric's label ("other" last).
+var jwtReasons = jwtkey.Reasons()
 
-// failureCounts counts failed tokens by reason, process-wide.
-type failureCounts [10]atomic.Uint64
+// failureCounts counts failed tokens by reason, process-wide, in the order
+// of jwtReasons.
+type failureCounts []atomic.Uint64
 
-var jwtFailures failureCounts
+var jwtFailures = make(failureCounts, len(jwtReasons))
 
-func (f *failureCounts) count(reason string) {
+func (f failureCounts) count(reason string) {
 	for i, r := range jwtReasons {
 		if r == reason {
 			f[i].Add(1)
 			return
 		}
 	}
-	f[len(jwtReasons)-1].Add(1)
+	f[len(f)-1].Add(1)
 }

@@ -35,6 +35,16 @@ var reasons = [...]struct {
 	{ErrAudience, "audience"},
 }
 
+// Reasons returns every label Reason gives an error from Verify, and
+// "other" last: the values of a metric label counting failures.
+func Reasons() []string {
+	out := make([]string, 0, len(reasons)+1)
+	for _, r := range reasons {
+		out = append(out, r.label)
+	}
+	return append(out, "other")
+}
+
 // Reason returns a short label for an error returned by [Verifier.Verify],
 // fit for a metric label: one of "too_large", "malformed", "algorithm",
 // "unknown_key", "signature", "expired", "not_yet_valid", "issuer",

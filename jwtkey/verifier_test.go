@@ -8,6 +8,7 @@ import (
 	"crypto/sha512"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -490,6 +491,10 @@ func TestReason(t *testing.T) {
 		if got := jwtkey.Reason(tc.err); got != tc.want {
 			t.Errorf("Test %d: Reason(%v) = %q, want %q", i, tc.err, got, tc.want)
 		}
+	}
+	want := "[too_large malformed algorithm unknown_key signature expired not_yet_valid issuer audience other]"
+	if got := fmt.Sprint(jwtkey.Reasons()); got != want {
+		t.Errorf("Reasons() = %s, want %s", got, want)
 	}
 }
 

@@ -73,3 +73,31 @@ func TestAdminRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeKeyScale: the key view shows the limits at the factor of the
+// key's country (for an address key) and of the tier asked for.
+func TestDescribeKeyScale(t *testing.T) {
+	rule := geoRule("describe key scale test")
+	rule.Tiers, rule.TierBy = map[string][]string{"pro": {"40/1h"}}, "header X-Plan"
+	lim := runningRule(t, rule.Name, rule.limiterConfig())
+	prev := activeApp.Swap(geoApp(t)) // after runningRule, whose commit makes its app the active one
+	t.Cleanup(func() { activeApp.Store(prev) })
+	lim.AllowAt("5.255.255.7", time.Now(), 1)
+	e := ruleEntry{name: rule.Name, lim: lim, stats: newRuleStats(), rule: rule}
+	for _, c := range []struct {
+		key, tier, country string
+		scale              float64
+		limit              int64
+	}{
+		{"5.255.255.7", "", "RU", 1.5, 15},
+		{"5.255.255.7", "pro", "RU", 6, 60},
+		{"9.9.9.9", "", "", 0.5, 5},
+		{"user-1", "pro", "", 2, 20},
+	} {
+		v := describeKey(e, c.key, c.tier)
+		if v.Country != c.country || v.Scale != c.scale || v.Limits[0].Limit != c.limit {
+			t.Errorf("%s tier %q: country %q scale %v limit %d; want %q %v %d",
+				c.key, c.tier, v.Country, v.Scale, v.Limits[0].Limit, c.country, c.scale, c.limit)
+		}
+	}
+}

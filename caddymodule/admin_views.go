@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 	"github.com/edgebyte/edgelimit/topkeys"
 )
@@ -137,18 +138,15 @@ func describeRule(e ruleEntry) ruleView {
 
 func describeKey(e ruleEntry, key, tier string) keyView {
 	v := keyView{Rule: e.name, Key: key, Tier: tier, Scale: 1}
-	if len(e.rule.GeoMultiplier) > 0 || tier != "" {
-		if code, ok := countryOfKey(key); ok {
-			v.Country = code
-		}
-		if m, err := newRule(e.rule); err == nil {
-			if len(e.rule.GeoMultiplier) > 0 {
-				v.Scale = m.geo.For(v.Country, v.Country != "")
-			}
-			if f, ok := m.tiers[tier]; ok {
-				v.Scale *= f
-			}
-		}
+	if len(e.rule.GeoMultiplier) > 0 {
+		code, ok := countryOfKey(key)
+		v.Country = code
+		factors, _ := geo.FromMap(e.rule.GeoMultiplier) // checked when the rule loaded
+		v.Scale = factors.For(code, ok)
+	}
+	if tier != "" {
+		tiers, _ := parseTiers(e.rule.Tiers, e.rule.Limits) // checked when the rule loaded
+		v.Scale *= tiers[tier]                              // serveKey checked that it is one
 	}
 	now := time.Now()
 	d := e.lim.PeekScaledAt(key, now, 0, v.Scale)

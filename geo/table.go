@@ -47,8 +47,13 @@ func (t *table4) find(a uint32) uint16 {
 	j := a >> (32 - bucketBits4)
 	lo, hi := int(t.index[j]), int(t.index[j+1])
 	e := t.entries[lo:hi]
-	// The last entry <= key, where e[0] <= key.
-	key := a<<bucketBits4 | valueMask
+	return uint16(e[lastAtMost(e, a<<bucketBits4|valueMask)] & valueMask)
+}
+
+// lastAtMost returns the index of the last entry of e that is at most
+// key, where e is sorted and e[0] <= key: a binary search that always
+// halves, with no early exit.
+func lastAtMost[T uint32 | uint64](e []T, key T) int {
 	i := 0
 	for n := len(e); n > 1; {
 		half := n / 2
@@ -57,7 +62,7 @@ func (t *table4) find(a uint32) uint16 {
 		}
 		n -= half
 	}
-	return uint16(e[i] & valueMask)
+	return i
 }
 
 // bytes returns the table's size in memory.

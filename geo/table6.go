@@ -142,17 +142,7 @@ func (t *table64) find(key uint64) uint16 {
 		lo, hi = t.narrow(key, lo, hi)
 	}
 	e := t.entries[lo:hi]
-	// The last entry <= k, where e[0] <= k.
-	k := key<<bucketBits6 | valueMask
-	i := 0
-	for n := len(e); n > 1; {
-		half := n / 2
-		if e[i+half] <= k {
-			i += half
-		}
-		n -= half
-	}
-	return uint16(e[i] & valueMask)
+	return uint16(e[lastAtMost(e, key<<bucketBits6|valueMask)] & valueMask)
 }
 
 // narrow returns the entries of the bucket entries[lo:hi], one with a

@@ -3,7 +3,6 @@ package geo
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -228,18 +227,7 @@ func randomNetworks(rng *rand.Rand, n int, v4only bool) []network {
 // networks that the writer refuses (reserved or aliased ones).
 func buildRandomDB(tb testing.TB, opts mmdbwriter.Options, nets []network) testDB {
 	tb.Helper()
-	tree, err := mmdbwriter.New(opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, n := range nets {
-		_, ipnet, err := net.ParseCIDR(n.cidr)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		_ = tree.Insert(ipnet, n.record)
-	}
-	return writeTree(tb, opts.DatabaseType, tree)
+	return buildTree(tb, opts, nets, false)
 }
 
 // equivSizes returns the number of random networks of the large database

@@ -309,6 +309,24 @@ func (t *ShareTable) ColdShare() float64 {
 	return min(1, (1+t.cfg.ColdBuffer)/float64(t.clusterSize()))
 }
 
+// ColdShareAt is the share of a key not hot at now, on_partition applied:
+// on a node that sees no majority, 1 under FailOpen, and 0 under
+// FailClosed once nodes it knew went silent; ColdShare otherwise.
+func (t *ShareTable) ColdShareAt(now time.Time) float64 {
+	if !t.Minority(now) {
+		return t.ColdShare()
+	}
+	switch t.cfg.OnPartition {
+	case FailOpen:
+		return 1
+	case FailClosed:
+		if t.Live(now) < len(t.nodes) {
+			return 0
+		}
+	}
+	return t.ColdShare()
+}
+
 // Len is the number of hot keys tracked.
 func (t *ShareTable) Len() int { return len(t.keys) }
 

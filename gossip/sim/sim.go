@@ -116,24 +116,15 @@ func (q *queue) Pop() any {
 	return m
 }
 
-type localKey struct {
-	smoothed float64 // demand per interval: an EWMA that follows jumps and falls by half at once
-}
-
 type node struct {
 	name  string
 	lim   *limiter.Limiter
-	tab   *gossip.ShareTable
+	share *gossip.Sharing
 	dead  bool
-	seq   uint64
-	local map[uint64]*localKey // keys seen here, by index
-	known map[uint64]bool      // keys whose share was set in the limiter
 }
 
-const rule = 1
-
-// smoothing is the EWMA weight of the last interval's demand.
-var smoothing = 0.2
+// rule is the one rule of the simulation, by hash.
+var rule = gossip.KeyHash("sim")
 
 type sim struct {
 	s       Scenario
@@ -208,15 +199,13 @@ func Run(s Scenario) Result {
 			panic(err)
 		}
 		name := fmt.Sprintf("node-%03d", i)
-		sm.nodes = append(sm.nodes, &node{
-			name: name,
-			lim:  lim,
-			tab: gossip.NewShareTable(gossip.TableConfig{
-				Self: name, ClusterSize: s.Nodes, Interval: s.Interval, OnPartition: s.OnPartition,
-			}),
-			local: map[uint64]*localKey{},
-			known: map[uint64]bool{},
-		})
+		sh := gossip.NewSharing(gossip.SharingConfig{Self: name, Interval: s.Interval, OnPartition: s.OnPartition})
+		sh.SetClusterSize(s.Nodes)
+		sh.SetRules([]gossip.Rule{{Name: "sim", Window: time.Second, Demand: func(key string) uint64 {
+			d, _ := lim.TakeDemand(key)
+			return d
+		}}})
+		sm.nodes = append(sm.nodes, &node{name: name, lim: lim, share: sh})
 	}
 	return sm.run()
 }
@@ -295,73 +284,22 @@ func (sm *sim) partitioned(a, b int, t time.Duration) bool {
 	return (a < s.PartitionSize) != (b < s.PartitionSize)
 }
 
-// applyShare sets key k's share in n's limiter from n's table.
-func (sm *sim) applyShare(n *node, k uint64, now int64) {
-	share, _ := n.tab.Share(gossip.KeyID{Rule: rule, Key: k}, time.Second, at(now))
-	n.lim.SetShareAt(sm.names[k], share, at(now))
-	n.known[k] = true
-}
-
 func (sm *sim) tick(i int, now int64) {
 	n := sm.nodes[i]
-	s := sm.s
-	perInterval := float64(s.Limit) * s.Interval.Seconds() // L over an interval
-	tracked := map[uint64]bool{}
-	for _, id := range n.tab.Keys() {
-		tracked[id.Key] = true
-		if n.local[id.Key] == nil {
-			n.local[id.Key] = &localKey{}
-		}
-	}
-	r := gossip.Report{Node: n.name, Seq: n.seq + 1, IntervalMillis: uint32(s.Interval.Milliseconds())}
-	n.seq++
-	for k, lk := range n.local {
-		d, share := n.lim.TakeDemand(sm.names[k])
-		if fd := float64(d); fd > 2*lk.smoothed+5 || 2*fd+5 < lk.smoothed {
-			lk.smoothed = fd // a jump or a fall: follow it at once
-		} else {
-			lk.smoothed += smoothing * (fd - lk.smoothed)
-		}
-		if lk.smoothed < 0.5 {
-			lk.smoothed = 0
-		}
-		hot := lk.smoothed >= 0.5*share*perInterval
-		if !hot && !(tracked[k] && lk.smoothed > 0) {
-			if lk.smoothed == 0 && !tracked[k] {
-				delete(n.local, k)
-			}
-			continue
-		}
-		r.Entries = append(r.Entries, gossip.Entry{
-			Rule: rule, Key: k, Limit: uint32(s.Limit), Demand: uint32(math.Round(lk.smoothed)),
-		})
-		if len(r.Entries) == gossip.MaxEntries {
-			break
-		}
-	}
+	r := n.share.Tick(at(now))
 	sm.reports++
 	sm.entries += int64(len(r.Entries))
-	n.tab.Observe(r, at(now))
 	for j, m := range sm.nodes {
 		if j == i || m.dead {
 			continue
 		}
 		sm.bytes += 32 + 28*int64(len(r.Entries))
-		if sm.partitioned(i, j, time.Duration(now)) || sm.rng.Float64() < s.Loss {
+		if sm.partitioned(i, j, time.Duration(now)) || sm.rng.Float64() < sm.s.Loss {
 			continue
 		}
-		delay := int64(s.Latency) + int64(sm.rng.Float64()*float64(s.Jitter))
+		delay := int64(sm.s.Latency) + int64(sm.rng.Float64()*float64(sm.s.Jitter))
 		sm.qseq++
 		heap.Push(&sm.q, message{at: now + delay, seq: sm.qseq, to: j, r: r})
-	}
-	for k := range n.local {
-		sm.applyShare(n, k, now)
-	}
-	for k := range n.known {
-		if n.local[k] == nil {
-			sm.applyShare(n, k, now) // back to the cold share
-			delete(n.known, k)
-		}
 	}
 }
 
@@ -390,13 +328,7 @@ func (sm *sim) run() Result {
 			if n.dead {
 				continue
 			}
-			if n.tab.Observe(m.r, at(m.at)) {
-				for _, e := range m.r.Entries {
-					if n.local[e.Key] != nil || n.known[e.Key] {
-						sm.applyShare(n, e.Key, m.at) // cuts at once
-					}
-				}
-			}
+			n.share.Observe(m.r, at(m.at))
 		}
 		for i, n := range sm.nodes {
 			if n.dead {
@@ -412,14 +344,14 @@ func (sm *sim) run() Result {
 				if sm.zipf != nil {
 					key = sm.zipf.Uint64()
 				}
-				if n.local[key] == nil {
-					n.local[key] = &localKey{}
-				}
-				if !n.known[key] {
-					sm.applyShare(n, key, when)
-				}
+				name := sm.names[key]
+				share, tracked := n.share.Share(rule, name, uint32(s.Limit))
 				asked[step]++
-				if n.lim.AllowAt(sm.names[key], at(when), 1).Allowed {
+				d := n.lim.AllowScaledAt(name, at(when), 1, share)
+				if q := d.Quotas[0]; !tracked && 2*q.Remaining <= q.Limit {
+					n.share.Track(rule, name, uint32(s.Limit))
+				}
+				if d.Allowed {
 					admitted[step]++
 					if key == 0 {
 						topKey[step/1000]++

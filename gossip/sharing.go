@@ -1,0 +1,323 @@
+package gossip
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Rule is a rule whose limits are shared by the cluster, as Sharing needs
+// to know it.
+type Rule struct {
+	// Name is the rule's name, the same on every node; it travels as
+	// KeyHash(Name).
+	Name string
+	// Window is the window of the limit that reports count in (the rule's
+	// first): Entry.Limit is in units per Window.
+	Window time.Duration
+	// Demand returns the units asked of key (allowed or not) since its
+	// last call, as limiter.Limiter.TakeDemand does.
+	Demand func(key string) uint64
+}
+
+// SharingConfig configures a Sharing.
+type SharingConfig struct {
+	// Self is this node's name, as its reports carry it.
+	Self string
+	// Interval is the sync interval: how often Tick is called. Default
+	// 100ms.
+	Interval time.Duration
+	// OnPartition is the partition policy. Default LocalShare.
+	OnPartition PartitionPolicy
+	// MaxKeys bounds the keys tracked (hot here or elsewhere); past it,
+	// keys stay at the cold share. Default 10,000.
+	MaxKeys int
+}
+
+// Sharing is one node's side of quota sharing, between the request path
+// and the sync loop. On the request path, Share gives a key's share of
+// its limit (lock-free: an atomic load after a map lookup) and Track
+// starts following a key that came near its share. Every interval, Tick
+// measures the demand of the keys followed and returns the report to
+// broadcast; Observe takes the reports of the other nodes. Keys that are
+// neither near their share here nor hot elsewhere cost nothing: they get
+// the cold share, (1+10%)/N.
+//
+// Its methods are safe for concurrent use.
+type Sharing struct {
+	cfg SharingConfig
+
+	mu    sync.Mutex // guards table, seq and every tracked.smoothed
+	table *ShareTable
+	seq   uint64
+
+	rules   atomic.Pointer[map[uint64]Rule] // by KeyHash(Name)
+	keys    sync.Map                        // KeyID → *tracked
+	tracked atomic.Int64                    // entries in keys
+	cold    atomic.Uint64                   // float64 bits of the share of untracked keys
+	full    atomic.Uint64                   // Track calls refused: MaxKeys reached
+}
+
+// tracked is one key followed by this node.
+type tracked struct {
+	share atomic.Uint64          // float64 bits: the share in force
+	key   atomic.Pointer[string] // the key, once seen on this node
+	limit atomic.Uint32          // the key's global limit, units per window
+
+	smoothed float64 // demand per interval, smoothed; under Sharing.mu
+	hot      bool    // in the last report; under Sharing.mu
+}
+
+// smoothing is the weight of the last interval's demand in the smoothed
+// demand; a jump (more than doubling) or a fall (by more than half) is
+// followed at once.
+const smoothing = 0.2
+
+// NewSharing returns a Sharing with no rules, alone in its cluster.
+func NewSharing(cfg SharingConfig) *Sharing {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = 10_000
+	}
+	s := &Sharing{cfg: cfg, table: NewShareTable(TableConfig{
+		Self: cfg.Self, ClusterSize: 1, Interval: cfg.Interval, OnPartition: cfg.OnPartition, MaxKeys: cfg.MaxKeys,
+	})}
+	s.rules.Store(&map[uint64]Rule{})
+	s.cold.Store(math.Float64bits(s.table.ColdShare()))
+	return s
+}
+
+// SetRules replaces the rules shared. Keys of rules no longer listed are
+// forgotten at the next Tick.
+func (s *Sharing) SetRules(rules []Rule) {
+	m := make(map[uint64]Rule, len(rules))
+	for _, r := range rules {
+		m[KeyHash(r.Name)] = r
+	}
+	s.rules.Store(&m)
+}
+
+// SetClusterSize sets N, the number of nodes sharing the limits (alive or
+// not yet known to be gone), from the membership.
+func (s *Sharing) SetClusterSize(n int) {
+	s.mu.Lock()
+	s.table.SetClusterSize(max(n, 1))
+	s.mu.Unlock()
+}
+
+// Share returns the share of key's limit in force on this node (multiply
+// the limit by it), rule being KeyHash of the rule's name, and whether the
+// key is tracked. limit is the key's global limit in units per window (the
+// rule's first limit, times any geo or tier scale). Call Track after the
+// decision if the key is not tracked and came near its share.
+func (s *Sharing) Share(rule uint64, key string, limit uint32) (float64, bool) {
+	v, ok := s.keys.Load(KeyID{rule, KeyHash(key)})
+	if !ok {
+		return math.Float64frombits(s.cold.Load()), false
+	}
+	t := v.(*tracked)
+	if t.key.Load() == nil { // hot elsewhere, first seen here
+		s.adopt(rule, t, key, limit)
+	}
+	return math.Float64frombits(t.share.Load()), true
+}
+
+// Track starts following key, which a decision left with less than half
+// of its share: from the next Tick, its demand here is measured and, if
+// it stays near its share, reported.
+func (s *Sharing) Track(rule uint64, key string, limit uint32) {
+	id := KeyID{rule, KeyHash(key)}
+	if _, ok := s.keys.Load(id); ok {
+		return
+	}
+	if s.tracked.Load() >= int64(s.cfg.MaxKeys) {
+		s.full.Add(1)
+		return
+	}
+	t := &tracked{}
+	t.share.Store(s.cold.Load())
+	v, loaded := s.keys.LoadOrStore(id, t)
+	if !loaded {
+		s.tracked.Add(1)
+	}
+	if t = v.(*tracked); t.key.Load() == nil {
+		s.adopt(rule, t, key, limit)
+	}
+}
+
+// adopt records the key of a tracked entry, once, and starts its demand
+// count from now (the limiter counted since the key was created).
+func (s *Sharing) adopt(rule uint64, t *tracked, key string, limit uint32) {
+	if !t.key.CompareAndSwap(nil, &key) {
+		return
+	}
+	t.limit.Store(limit)
+	if r, ok := (*s.rules.Load())[rule]; ok {
+		r.Demand(key)
+	}
+}
+
+// Tick measures the demand of the keys followed since the last Tick,
+// updates their shares and returns this node's report, to broadcast. Call
+// it every interval.
+func (s *Sharing) Tick(now time.Time) Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rules := *s.rules.Load()
+	s.seq++
+	r := Report{Node: s.cfg.Self, Seq: s.seq, IntervalMillis: uint32(s.cfg.Interval.Milliseconds())}
+	s.keys.Range(func(k, v any) bool {
+		id, t := k.(KeyID), v.(*tracked)
+		rule, ok := rules[id.Rule]
+		if !ok {
+			s.forget(id)
+			return true
+		}
+		t.hot = false
+		key := t.key.Load()
+		if key == nil {
+			return true
+		}
+		d := float64(rule.Demand(*key))
+		if d > 2*t.smoothed+5 || 2*d+5 < t.smoothed {
+			t.smoothed = d
+		} else {
+			t.smoothed += smoothing * (d - t.smoothed)
+		}
+		if t.smoothed < 0.5 {
+			t.smoothed = 0
+		}
+		perInterval := float64(t.limit.Load()) * s.cfg.Interval.Seconds() / rule.Window.Seconds()
+		share := math.Float64frombits(t.share.Load())
+		// Near its share here, or hot elsewhere and asked here: reported.
+		if t.smoothed >= 0.5*share*perInterval || t.smoothed > 0 && s.table.keys[id] != nil {
+			if len(r.Entries) < MaxEntries {
+				t.hot = true
+				r.Entries = append(r.Entries, Entry{
+					Rule: id.Rule, Key: id.Key, Limit: t.limit.Load(), Demand: saturate(t.smoothed),
+				})
+			}
+		}
+		return true
+	})
+	s.table.Observe(r, now)
+	s.cold.Store(math.Float64bits(s.table.ColdShareAt(now)))
+	s.keys.Range(func(k, v any) bool {
+		s.update(rules, k.(KeyID), v.(*tracked), now)
+		return true
+	})
+	return r
+}
+
+// Observe takes a report (or a part of one) from another node: shares it
+// cuts apply at once, raises at the next Tick after the raise delay.
+// Entries of rules not shared here are ignored.
+func (s *Sharing) Observe(r Report, now time.Time) {
+	rules := *s.rules.Load()
+	entries := r.Entries[:0:0]
+	for _, e := range r.Entries {
+		if _, ok := rules[e.Rule]; ok {
+			entries = append(entries, e)
+		}
+	}
+	r.Entries = entries
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.table.Observe(r, now) {
+		return
+	}
+	for _, e := range r.Entries {
+		id := KeyID{e.Rule, e.Key}
+		v, ok := s.keys.Load(id)
+		if !ok {
+			if s.tracked.Load() >= int64(s.cfg.MaxKeys) {
+				continue
+			}
+			t := &tracked{}
+			t.limit.Store(e.Limit)
+			t.share.Store(s.cold.Load())
+			v, ok = s.keys.LoadOrStore(id, t)
+			if !ok {
+				s.tracked.Add(1)
+			}
+		}
+		s.update(rules, id, v.(*tracked), now)
+	}
+}
+
+// update sets a tracked key's share from the table, and forgets the key
+// when it is hot nowhere (it then has the cold share). Under mu.
+func (s *Sharing) update(rules map[uint64]Rule, id KeyID, t *tracked, now time.Time) {
+	rule, ok := rules[id.Rule]
+	if !ok {
+		s.forget(id)
+		return
+	}
+	share, hot := s.table.Share(id, rule.Window, now)
+	if !hot && !t.hot && t.smoothed == 0 {
+		s.forget(id)
+		return
+	}
+	t.share.Store(math.Float64bits(share))
+}
+
+func (s *Sharing) forget(id KeyID) {
+	if _, ok := s.keys.LoadAndDelete(id); ok {
+		s.tracked.Add(-1)
+	}
+}
+
+func saturate(x float64) uint32 {
+	return uint32(min(math.Round(x), math.MaxUint32))
+}
+
+// KeyShare is a tracked key's share, for inspection.
+type KeyShare struct {
+	Rule  uint64
+	Key   string // empty if the key has not been seen on this node
+	Hash  uint64
+	Share float64
+	Hot   bool // reported by this node in its last report
+}
+
+// SharingStats describes a Sharing, for inspection.
+type SharingStats struct {
+	Tracked   int     // keys tracked
+	ColdShare float64 // the share of keys not tracked
+	Live      int     // nodes heard from within the TTL, this one included
+	Minority  bool    // this node sees no majority: on_partition applies
+	Full      uint64  // keys not tracked because MaxKeys was reached
+}
+
+// Stats returns the current figures.
+func (s *Sharing) Stats(now time.Time) SharingStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SharingStats{
+		Tracked:   int(s.tracked.Load()),
+		ColdShare: math.Float64frombits(s.cold.Load()),
+		Live:      s.table.Live(now),
+		Minority:  s.table.Minority(now),
+		Full:      s.full.Load(),
+	}
+}
+
+// Shares lists the keys tracked, at most limit of them (0: all).
+func (s *Sharing) Shares(limit int) []KeyShare {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []KeyShare
+	s.keys.Range(func(k, v any) bool {
+		id, t := k.(KeyID), v.(*tracked)
+		ks := KeyShare{Rule: id.Rule, Hash: id.Key, Share: math.Float64frombits(t.share.Load()), Hot: t.hot}
+		if key := t.key.Load(); key != nil {
+			ks.Key = *key
+		}
+		out = append(out, ks)
+		return limit <= 0 || len(out) < limit
+	})
+	return out
+}

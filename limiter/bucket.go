@@ -45,9 +45,10 @@ func tolerance(capacity, w, n int64) u128 {
 
 // tokenBucket is GCRA with a tolerance of capacity units: a request fits if
 // the TAT after it is at most capacity×w/n ahead of now. State: a, b = TAT.
+// A TAT further ahead than that counts as a full bucket (see atMostFull).
 func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64) {
-	x := backlog(a, b, now, n)
 	tau := tolerance(capacity, w, n)
+	x := min128(backlog(a, b, now, n), tau)
 	if cost > capacity {
 		*s = step{quota: tokenQuota(n, w, tau, x), retry: w, never: true}
 		return
@@ -59,6 +60,20 @@ func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64) {
 	}
 	a, b, full := tatAfter(now, next, n)
 	*s = step{ok: true, a: a, b: b, quota: newQuota(n, w, tau.sub(next).div(uint64(w)), full)}
+}
+
+// atMostFull moves a token bucket's TAT back to a full bucket's, capacity
+// units ahead of now, if it is further ahead: a bucket is never more than
+// full. A TAT further ahead is left by a smaller scale (where rounding up
+// to one unit makes a unit cost much longer) or a smaller limit, or by the
+// clock going back; without this, a key whose share of a cluster's limit
+// rises from a sliver would wait out the long TAT the sliver left before
+// using its new share.
+func atMostFull(a, b *uint64, now, w, n, capacity int64) {
+	tau := tolerance(capacity, w, n)
+	if tau.less(backlog(*a, *b, now, n)) {
+		*a, *b, _ = tatAfter(now, tau, n)
+	}
 }
 
 // tokenQuota reports a token bucket x ahead of now: the whole units left

@@ -91,6 +91,12 @@ func (p *plan) sameLayout(q *plan) bool {
 // it is float error (100×0.29 is 28.999999999999996; a share is kept as a
 // float32), not a fraction anyone meant.
 func scaled(n int64, scale float64) int64 {
+	return ScaledCount(n, scale)
+}
+
+// ScaledCount is a limit of n at scale, as AllowScaledAt applies it: n×scale
+// rounded down, at least 1 and at most MaxCount.
+func ScaledCount(n int64, scale float64) int64 {
 	if scale == 1 {
 		return n
 	}
@@ -129,6 +135,9 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 	if scale <= 0 || math.IsNaN(scale) {
 		p.blocked(d)
 		return
+	}
+	if take {
+		p.atMostFull(words, now, scale)
 	}
 	if len(p.limits) == 1 && p.burstW == 0 {
 		// every leaky bucket (one limit, no burst bucket) takes this path:
@@ -246,6 +255,20 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 			depth = scaled(lp.capacity, scale)
 		}
 		leakyBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, depth, p.maxDelay, cost)
+	}
+}
+
+// atMostFull makes a key's token buckets (its limits' and its burst
+// bucket) no more than full at scale.
+func (p *plan) atMostFull(words []uint64, now int64, scale float64) {
+	if p.algo == TokenBucket {
+		for _, lp := range p.limits {
+			atMostFull(&words[lp.word], &words[lp.word+1], now, lp.w, scaled(lp.n, scale), scaled(lp.capacity, scale))
+		}
+	}
+	if p.burstW != 0 {
+		lp := &p.limits[p.burstAt]
+		atMostFull(&words[p.burstW], &words[p.burstW+1], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale))
 	}
 }
 

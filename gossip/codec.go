@@ -9,12 +9,13 @@ import (
 // Wire format, version 1. Every message starts with two bytes, the format
 // version and the message type, so that other messages can be added and
 // the format changed without confusing older nodes. All integers are
-// big-endian and fixed-width, so every message has exactly one encoding
-// (decode then encode gives back the same bytes).
+// big-endian and fixed-width, and strings are raw bytes after their
+// length, so every message has exactly one encoding (decode then encode
+// gives back the same bytes).
 //
 //	report: ver type nodeLen:u8 node seq:u64 intervalMillis:u32 count:u16 count×entry
 //	entry:  rule:u64 key:u64 limit:u32 demand:u32 admitted:u32   (28 bytes)
-//	reset:  ver type rule:u64 key:u64
+//	reset:  ver type ruleLen:u16 rule keyLen:u16 key   (ruleLen ≤ MaxRuleBytes, keyLen ≤ MaxKeyBytes)
 //	leave:  ver type nodeLen:u8 node
 const (
 	// WireVersion is the version byte of the messages this package writes.
@@ -26,8 +27,13 @@ const (
 	// EntryBytes is the encoded size of one Entry.
 	EntryBytes = 28
 
+	// MaxRuleBytes is the longest rule name a Reset can carry.
+	MaxRuleBytes = 255
+
+	// MaxKeyBytes is the longest key a Reset can carry.
+	MaxKeyBytes = 4096
+
 	reportFixed = 2 + 1 + 8 + 4 + 2 // without the node name
-	resetBytes  = 2 + 8 + 8
 )
 
 // MsgType is the second byte of every message.
@@ -41,9 +47,11 @@ const (
 )
 
 // Reset asks every node to forget what it knows of one key of one rule.
+// It carries the strings themselves, not hashes: each node's limiter
+// hashes keys with its own private seed.
 type Reset struct {
-	Rule uint64 // KeyHash of the rule's name
-	Key  uint64 // KeyHash of the key
+	Rule string // the rule's name, at most MaxRuleBytes bytes
+	Key  string // the key, at most MaxKeyBytes bytes
 }
 
 // Decoding errors. There are only these, so that Reason can label a drop
@@ -52,7 +60,7 @@ var (
 	ErrVersion   error = codecError("version")   // unknown format version
 	ErrType      error = codecError("type")      // unknown or unexpected message type
 	ErrTruncated error = codecError("truncated") // shorter than its header or counts say
-	ErrTooLarge  error = codecError("too_large") // more than MaxEntries entries
+	ErrTooLarge  error = codecError("too_large") // more than MaxEntries entries, or a reset field over its bound
 	ErrTrailing  error = codecError("trailing")  // bytes left over after the message
 )
 
@@ -176,14 +184,26 @@ func DecodeReport(b []byte) (Report, error) {
 	return r, nil
 }
 
-// AppendReset appends the encoding of a reset message to dst.
-func AppendReset(dst []byte, r Reset) []byte {
+// AppendReset appends the encoding of a reset message to dst. It returns
+// dst unchanged and an error if r.Rule is longer than MaxRuleBytes or
+// r.Key longer than MaxKeyBytes.
+func AppendReset(dst []byte, r Reset) ([]byte, error) {
+	if len(r.Rule) > MaxRuleBytes {
+		return dst, fmt.Errorf("gossip: rule name of %d bytes, the most is %d", len(r.Rule), MaxRuleBytes)
+	}
+	if len(r.Key) > MaxKeyBytes {
+		return dst, fmt.Errorf("gossip: key of %d bytes, the most is %d", len(r.Key), MaxKeyBytes)
+	}
 	dst = append(dst, WireVersion, byte(MsgReset))
-	dst = binary.BigEndian.AppendUint64(dst, r.Rule)
-	return binary.BigEndian.AppendUint64(dst, r.Key)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Rule)))
+	dst = append(dst, r.Rule...)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Key)))
+	return append(dst, r.Key...), nil
 }
 
-// DecodeReset decodes a reset message.
+// DecodeReset decodes a reset message. It never panics, and rejects a
+// rule or key longer than MaxRuleBytes or MaxKeyBytes (ErrTooLarge). The
+// result shares no memory with b.
 func DecodeReset(b []byte) (Reset, error) {
 	t, err := PeekType(b)
 	if err != nil {
@@ -192,13 +212,32 @@ func DecodeReset(b []byte) (Reset, error) {
 	if t != MsgReset {
 		return Reset{}, ErrType
 	}
-	if len(b) < resetBytes {
+	b = b[2:]
+	if len(b) < 2 {
 		return Reset{}, ErrTruncated
 	}
-	if len(b) > resetBytes {
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if n > MaxRuleBytes {
+		return Reset{}, ErrTooLarge
+	}
+	if len(b) < n+2 {
+		return Reset{}, ErrTruncated
+	}
+	rule := b[:n]
+	b = b[n:]
+	n = int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if n > MaxKeyBytes {
+		return Reset{}, ErrTooLarge
+	}
+	if len(b) < n {
+		return Reset{}, ErrTruncated
+	}
+	if len(b) > n {
 		return Reset{}, ErrTrailing
 	}
-	return Reset{Rule: binary.BigEndian.Uint64(b[2:]), Key: binary.BigEndian.Uint64(b[10:])}, nil
+	return Reset{Rule: string(rule), Key: string(b)}, nil
 }
 
 // AppendLeave appends a leave message for node (at most MaxNodeName

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,11 +39,45 @@ func TestReportRoundTrip(t *testing.T) {
 	}
 }
 
+// resetMsg encodes r, which must be within bounds.
+func resetMsg(tb testing.TB, r Reset) []byte {
+	tb.Helper()
+	b, err := AppendReset(nil, r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 func TestResetLeaveRoundTrip(t *testing.T) {
-	rs := Reset{Rule: 1, Key: 1<<64 - 1}
-	b := AppendReset(nil, rs)
-	if got, err := DecodeReset(b); err != nil || got != rs {
-		t.Fatalf("reset: %v, %v", got, err)
+	for _, rs := range []Reset{
+		{},
+		{Rule: "api", Key: "10.0.0.1"},
+		{Rule: "", Key: "k"},
+		{Rule: "r", Key: ""},
+		{Rule: "ünï", Key: "\x00\xff\xfe not UTF-8"},
+		{Rule: strings.Repeat("r", MaxRuleBytes), Key: strings.Repeat("k", MaxKeyBytes)},
+	} {
+		b := resetMsg(t, rs)
+		if want := 2 + 2 + len(rs.Rule) + 2 + len(rs.Key); len(b) != want {
+			t.Fatalf("reset %.20q: %d bytes, want %d", rs, len(b), want)
+		}
+		if typ, err := PeekType(b); err != nil || typ != MsgReset {
+			t.Fatalf("PeekType = %v, %v", typ, err)
+		}
+		if got, err := DecodeReset(b); err != nil || got != rs {
+			t.Fatalf("reset %.20q: got %.20q, %v", rs, got, err)
+		}
+	}
+	b := resetMsg(t, Reset{Rule: "api", Key: "10.0.0.1"})
+	want := []byte{WireVersion, byte(MsgReset), 0, 3, 'a', 'p', 'i', 0, 8, '1', '0', '.', '0', '.', '0', '.', '1'}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("reset layout:\n got %x\nwant %x", b, want)
+	}
+	prefix := []byte("prefix")
+	b, err := AppendReset(prefix, Reset{Rule: "api", Key: "10.0.0.1"})
+	if err != nil || !bytes.Equal(b, append([]byte("prefix"), want...)) {
+		t.Fatalf("AppendReset to a prefix: %x, %v", b, err)
 	}
 	b = AppendLeave(nil, "n1")
 	if got, err := DecodeLeave(b); err != nil || got != "n1" {
@@ -66,7 +101,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"one byte", []byte{1}, ErrTruncated},
 		{"version", append([]byte{2}, good[1:]...), ErrVersion},
 		{"type", []byte{1, 9, 0}, ErrType},
-		{"reset as report", AppendReset(nil, Reset{}), ErrType},
+		{"reset as report", resetMsg(t, Reset{}), ErrType},
 		{"cut in header", good[:10], ErrTruncated},
 		{"cut in entries", good[:len(good)-1], ErrTruncated},
 		{"trailing", append(append([]byte{}, good...), 0), ErrTrailing},
@@ -79,12 +114,6 @@ func TestDecodeErrors(t *testing.T) {
 			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if _, err := DecodeReset(append(AppendReset(nil, Reset{}), 0)); !errors.Is(err, ErrTrailing) {
-		t.Errorf("reset trailing: %v", err)
-	}
-	if _, err := DecodeReset(AppendReset(nil, Reset{})[:17]); !errors.Is(err, ErrTruncated) {
-		t.Errorf("reset truncated: %v", err)
-	}
 	if _, err := DecodeLeave([]byte{1, 3, 2, 'a'}); !errors.Is(err, ErrTruncated) {
 		t.Errorf("leave truncated: %v", err)
 	}
@@ -92,6 +121,63 @@ func TestDecodeErrors(t *testing.T) {
 		t.Errorf("Reason = %q", got)
 	}
 	if got := Reason(errors.New("x")); got != "other" {
+		t.Errorf("Reason = %q", got)
+	}
+}
+
+func TestAppendResetBounds(t *testing.T) {
+	dst := []byte("dst")
+	for _, rs := range []Reset{
+		{Rule: strings.Repeat("r", MaxRuleBytes+1), Key: "k"},
+		{Rule: "r", Key: strings.Repeat("k", MaxKeyBytes+1)},
+		{Rule: strings.Repeat("r", 1<<16), Key: strings.Repeat("k", 1<<16)}, // would wrap a u16
+	} {
+		b, err := AppendReset(dst, rs)
+		if err == nil {
+			t.Errorf("reset of %d+%d bytes accepted", len(rs.Rule), len(rs.Key))
+		}
+		if string(b) != "dst" {
+			t.Errorf("refused reset changed dst to %q", b)
+		}
+	}
+}
+
+func TestDecodeResetErrors(t *testing.T) {
+	good := resetMsg(t, Reset{Rule: "api", Key: "10.0.0.1"})
+	r := sampleReport(1)
+	for i := range good {
+		if _, err := DecodeReset(good[:i]); !errors.Is(err, ErrTruncated) {
+			t.Errorf("cut to %d bytes: %v, want %v", i, err, ErrTruncated)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"version", append([]byte{2}, good[1:]...), ErrVersion},
+		{"unknown type", append([]byte{1, 9}, good[2:]...), ErrType},
+		{"report as reset", AppendReport(nil, &r), ErrType},
+		{"leave as reset", AppendLeave(nil, "n"), ErrType},
+		{"trailing", append(append([]byte{}, good...), 0), ErrTrailing},
+		{"trailing after empty", []byte{1, 2, 0, 0, 0, 0, 'x'}, ErrTrailing},
+		{"rule beyond bytes", []byte{1, 2, 0, 5, 'a', 'p', 'i'}, ErrTruncated},
+		{"key beyond bytes", []byte{1, 2, 0, 1, 'r', 0, 5, 'k'}, ErrTruncated},
+		{"no key length", []byte{1, 2, 0, 1, 'r', 0}, ErrTruncated},
+		{"rule too long", []byte{1, 2, 0x01, 0x00}, ErrTooLarge},
+		{"rule 0xffff", append([]byte{1, 2, 0xff, 0xff}, make([]byte, 0xffff+2)...), ErrTooLarge},
+		{"key too long", []byte{1, 2, 0, 1, 'r', 0x10, 0x01}, ErrTooLarge},
+		{"key 0xffff", append([]byte{1, 2, 0, 0, 0xff, 0xff}, make([]byte, 0xffff)...), ErrTooLarge},
+	} {
+		got, err := DecodeReset(tc.b)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
+		}
+		if got != (Reset{}) {
+			t.Errorf("%s: returned %.20q with the error", tc.name, got)
+		}
+	}
+	if got := Reason(ErrTooLarge); got != "too_large" {
 		t.Errorf("Reason = %q", got)
 	}
 }
@@ -143,9 +229,14 @@ func FuzzDecode(f *testing.F) {
 	r := sampleReport(3)
 	f.Add(AppendReport(nil, &r))
 	f.Add(AppendReport(nil, &Report{}))
-	f.Add(AppendReset(nil, Reset{Rule: 5, Key: 6}))
+	f.Add(resetMsg(f, Reset{Rule: "api", Key: "10.0.0.1"}))
+	f.Add(resetMsg(f, Reset{}))
+	f.Add(resetMsg(f, Reset{Rule: strings.Repeat("r", MaxRuleBytes), Key: strings.Repeat("k", MaxKeyBytes)}))
 	f.Add(AppendLeave(nil, "node"))
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff})
+	f.Add([]byte{1, 2, 0x01, 0x00, 'r'})                // rule length over MaxRuleBytes
+	f.Add([]byte{1, 2, 0, 1, 'r', 0x10, 0x01, 'k'})     // key length over MaxKeyBytes
+	f.Add([]byte{1, 2, 0, 3, 'a', 'p', 'i', 0, 9, 'k'}) // key beyond the bytes
 	f.Fuzz(func(t *testing.T, b []byte) {
 		typ, err := PeekType(b)
 		if err != nil {
@@ -167,7 +258,12 @@ func FuzzDecode(f *testing.F) {
 			if err != nil {
 				return
 			}
-			out = AppendReset(nil, r)
+			if len(r.Rule) > MaxRuleBytes || len(r.Key) > MaxKeyBytes {
+				t.Fatal("limits not enforced")
+			}
+			if out, err = AppendReset(nil, r); err != nil {
+				t.Fatalf("decoded reset does not encode: %v", err)
+			}
 		case MsgLeave:
 			n, err := DecodeLeave(b)
 			if err != nil {

@@ -19,10 +19,11 @@
 //
 // # Messages
 //
-// Messages are binary, versioned and fixed-width (see codec.go): a
-// version byte, a type byte (report, reset, leave), then the body. Keys
-// and rules travel as KeyHash values (XXH64, seed 0), the same on every
-// node. A report entry takes 28 bytes.
+// Messages are binary and versioned, with fixed-width integers and
+// length-prefixed strings (see codec.go): a version byte, a type byte
+// (report, reset, leave), then the body. In reports, keys and rules
+// travel as KeyHash values (XXH64, seed 0), the same on every node; a
+// report entry takes 28 bytes.
 //
 // Reports go to every other live member as single UDP packets
 // (memberlist SendBestEffort), unacknowledged: each report supersedes the
@@ -33,17 +34,20 @@
 // the default label, about 45 entries per packet. Parts of one report
 // share its Node and Seq. Compression is off: hashes do not compress.
 //
-// Resets (the admin API forgetting a key) are rare and must arrive: they
-// are sent over TCP (memberlist SendReliable) to every live member at
-// once, and BroadcastReset reports who could not be reached.
+// Resets (the admin API forgetting a key) carry the rule's name and the
+// key themselves, at most MaxRuleBytes (255) and MaxKeyBytes (4096)
+// bytes, since each node's limiter hashes keys with its own private seed.
+// They are rare and must arrive: they are sent over TCP (memberlist
+// SendReliable) to every live member at once, and BroadcastReset reports
+// who could not be reached.
 //
 // Decoding never panics, allocates no more than the input's length
 // allows, and rejects unknown versions and types, truncated messages,
-// trailing bytes and reports of more than MaxEntries entries. Received
-// messages are decoded on memberlist's goroutine and handed to the
-// callbacks on another, through a bounded queue, so that a slow callback
-// cannot delay memberlist's failure detection; Stats counts what was
-// dropped, by reason.
+// trailing bytes, reports of more than MaxEntries entries and resets
+// whose rule or key is over its bound. Received messages are decoded on
+// memberlist's goroutine and handed to the callbacks on another, through
+// a bounded queue, so that a slow callback cannot delay memberlist's
+// failure detection; Stats counts what was dropped, by reason.
 //
 // # Shares
 //

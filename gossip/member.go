@@ -120,7 +120,7 @@ type Cluster struct {
 	logger   *log.Logger
 
 	onReport func(Report)
-	onReset  func(rule, key uint64)
+	onReset  func(rule, key string)
 	inbox    chan inbound
 
 	// memberlist's Members and LocalNode return nodes that it keeps
@@ -143,6 +143,8 @@ type Cluster struct {
 	joinAttempts, joinFailures               atomic.Uint64
 }
 
+// inbound is a decoded message waiting for dispatch: a report part if
+// report is set, else a reset.
 type inbound struct {
 	report *Report
 	reset  Reset
@@ -150,11 +152,12 @@ type inbound struct {
 
 // New starts a cluster node: it binds, starts memberlist and, if
 // cfg.Join names seeds, joins them in the background. onReport receives
-// every report part from other nodes and onReset every reset; they are
-// called one at a time from one goroutine, never from memberlist's, and
-// should return quickly (while they are busy, up to 1024 messages wait,
-// then messages are dropped as "overflow"). Either may be nil.
-func New(cfg Config, onReport func(Report), onReset func(rule, key uint64)) (*Cluster, error) {
+// every report part from other nodes and onReset every reset, with the
+// rule's name and the key as the sender's BroadcastReset got them; they
+// are called one at a time from one goroutine, never from memberlist's,
+// and should return quickly (while they are busy, up to 1024 messages
+// wait, then messages are dropped as "overflow"). Either may be nil.
+func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cluster, error) {
 	if cfg.Bind == "" {
 		cfg.Bind = DefaultBind
 	}
@@ -426,15 +429,20 @@ func (c *Cluster) Broadcast(r *Report) error {
 	return last
 }
 
-// BroadcastReset tells every other live member to forget key of rule (it
-// does not call this node's onReset). Resets are rare and must not be
-// lost, so each is sent over TCP (memberlist SendReliable) to all members
-// at once; BroadcastReset waits for all of them, at most memberlist's
-// TCPTimeout (10 s by default), and returns the errors of those it could
-// not reach. A member that joins later or is partitioned away does not
-// get the reset.
-func (c *Cluster) BroadcastReset(rule, key uint64) error {
-	msg := AppendReset(nil, Reset{Rule: rule, Key: key})
+// BroadcastReset tells every other live member to forget key of the rule
+// named rule (it does not call this node's onReset). The strings travel
+// as they are, not hashed: rule may be at most MaxRuleBytes bytes and key
+// MaxKeyBytes, or BroadcastReset returns an error and sends nothing.
+// Resets are rare and must not be lost, so each is sent over TCP
+// (memberlist SendReliable) to all members at once; BroadcastReset waits
+// for all of them, at most memberlist's TCPTimeout (10 s by default), and
+// returns the errors of those it could not reach. A member that joins
+// later or is partitioned away does not get the reset.
+func (c *Cluster) BroadcastReset(rule, key string) error {
+	msg, err := AppendReset(nil, Reset{Rule: rule, Key: key})
+	if err != nil {
+		return err
+	}
 	nodes := c.others()
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup

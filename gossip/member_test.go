@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,7 @@ func startNode(t *testing.T, name string, key []byte, seeds ...string) *testNode
 	if key != nil {
 		cfg.SecretKeys = [][]byte{key}
 	}
-	c, err := New(cfg, n.onReport, func(rule, key uint64) {
+	c, err := New(cfg, n.onReport, func(rule, key string) {
 		n.mu.Lock()
 		n.resets = append(n.resets, Reset{rule, key})
 		n.mu.Unlock()
@@ -213,10 +214,26 @@ func TestClusterReportsAndResets(t *testing.T) {
 		t.Fatalf("test reports fit in %d packet: the split path is not exercised", len(parts))
 	}
 
-	if err := nodes[1].c.BroadcastReset(7, 9); err != nil {
-		t.Fatal(err)
+	sent := nodes[1].c.Stats().MessagesSent
+	if err := nodes[1].c.BroadcastReset(strings.Repeat("r", MaxRuleBytes+1), "k"); err == nil {
+		t.Fatal("a reset with a 256-byte rule name was accepted")
 	}
-	waitFor(t, 5*time.Second, "the reset at every other node", func() bool {
+	if err := nodes[1].c.BroadcastReset("api", strings.Repeat("k", MaxKeyBytes+1)); err == nil {
+		t.Fatal("a reset with a 4097-byte key was accepted")
+	}
+	if got := nodes[1].c.Stats().MessagesSent; got != sent {
+		t.Fatalf("refused resets sent %d messages", got-sent)
+	}
+	resets := []Reset{
+		{Rule: "api", Key: "10.0.0.1"},
+		{Rule: strings.Repeat("r", MaxRuleBytes), Key: strings.Repeat("k", MaxKeyBytes)}, // larger than a UDP packet
+	}
+	for _, r := range resets {
+		if err := nodes[1].c.BroadcastReset(r.Rule, r.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "the resets at every other node", func() bool {
 		for i, n := range nodes {
 			n.mu.Lock()
 			got := append([]Reset(nil), n.resets...)
@@ -224,8 +241,8 @@ func TestClusterReportsAndResets(t *testing.T) {
 			if i == 1 && len(got) != 0 {
 				t.Fatal("the sender got its own reset")
 			}
-			if i != 1 && (len(got) != 1 || got[0] != (Reset{7, 9})) {
-				return false
+			if i != 1 && (len(got) != len(resets) || !slices.Contains(got, resets[0]) || !slices.Contains(got, resets[1])) {
+				return false // two TCP streams: either may be handled first
 			}
 		}
 		return true
@@ -239,14 +256,14 @@ func TestClusterReportsAndResets(t *testing.T) {
 			target = n
 		}
 	}
-	for _, b := range [][]byte{{9, 1}, {1, 9}, {1, 1, 5}, append(AppendReset(nil, Reset{}), 0)} {
+	for _, b := range [][]byte{{9, 1}, {1, 9}, {1, 1, 5}, append(resetMsg(t, Reset{}), 0), {1, 2, 0x01, 0x00}} {
 		if err := nodes[0].c.ml.SendBestEffort(to, b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, 5*time.Second, "hostile messages to be dropped", func() bool {
 		d := target.c.Stats().Dropped
-		return d["version"] == 1 && d["type"] == 1 && d["truncated"] == 1 && d["trailing"] == 1
+		return d["version"] == 1 && d["type"] == 1 && d["truncated"] == 1 && d["trailing"] == 1 && d["too_large"] == 1
 	})
 }
 

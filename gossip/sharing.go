@@ -57,6 +57,7 @@ type Sharing struct {
 	tracked atomic.Int64                    // entries in keys
 	cold    atomic.Uint64                   // float64 bits of the share of untracked keys
 	full    atomic.Uint64                   // Track calls refused: MaxKeys reached
+	unknown atomic.Uint64                   // entries received for rules not shared here
 }
 
 // tracked is one key followed by this node.
@@ -105,6 +106,7 @@ func (s *Sharing) SetRules(rules []Rule) {
 func (s *Sharing) SetClusterSize(n int) {
 	s.mu.Lock()
 	s.table.SetClusterSize(max(n, 1))
+	s.cold.Store(math.Float64bits(s.table.ColdShare()))
 	s.mu.Unlock()
 }
 
@@ -133,15 +135,15 @@ func (s *Sharing) Track(rule uint64, key string, limit uint32) {
 	if _, ok := s.keys.Load(id); ok {
 		return
 	}
-	if s.tracked.Load() >= int64(s.cfg.MaxKeys) {
+	if !s.reserve() {
 		s.full.Add(1)
 		return
 	}
 	t := &tracked{}
 	t.share.Store(s.cold.Load())
 	v, loaded := s.keys.LoadOrStore(id, t)
-	if !loaded {
-		s.tracked.Add(1)
+	if loaded {
+		s.tracked.Add(-1)
 	}
 	if t = v.(*tracked); t.key.Load() == nil {
 		s.adopt(rule, t, key, limit)
@@ -151,13 +153,11 @@ func (s *Sharing) Track(rule uint64, key string, limit uint32) {
 // adopt records the key of a tracked entry, once, and starts its demand
 // count from now (the limiter counted since the key was created).
 func (s *Sharing) adopt(rule uint64, t *tracked, key string, limit uint32) {
-	if !t.key.CompareAndSwap(nil, &key) {
-		return
-	}
 	t.limit.Store(limit)
 	if r, ok := (*s.rules.Load())[rule]; ok {
 		r.Demand(key)
 	}
+	t.key.CompareAndSwap(nil, &key)
 }
 
 // Tick measures the demand of the keys followed since the last Tick,
@@ -223,6 +223,7 @@ func (s *Sharing) Observe(r Report, now time.Time) {
 			entries = append(entries, e)
 		}
 	}
+	s.unknown.Add(uint64(len(r.Entries) - len(entries)))
 	r.Entries = entries
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -233,15 +234,14 @@ func (s *Sharing) Observe(r Report, now time.Time) {
 		id := KeyID{e.Rule, e.Key}
 		v, ok := s.keys.Load(id)
 		if !ok {
-			if s.tracked.Load() >= int64(s.cfg.MaxKeys) {
+			if !s.reserve() {
 				continue
 			}
 			t := &tracked{}
 			t.limit.Store(e.Limit)
 			t.share.Store(s.cold.Load())
-			v, ok = s.keys.LoadOrStore(id, t)
-			if !ok {
-				s.tracked.Add(1)
+			if v, ok = s.keys.LoadOrStore(id, t); ok {
+				s.tracked.Add(-1)
 			}
 		}
 		s.update(rules, id, v.(*tracked), now)
@@ -257,11 +257,23 @@ func (s *Sharing) update(rules map[uint64]Rule, id KeyID, t *tracked, now time.T
 		return
 	}
 	share, hot := s.table.Share(id, rule.Window, now)
-	if !hot && !t.hot && t.smoothed == 0 {
-		s.forget(id)
-		return
+	if !hot {
+		if !t.hot && t.smoothed == 0 {
+			s.forget(id)
+			return
+		}
+		share = math.Float64frombits(s.cold.Load()) // on_partition applied
 	}
 	t.share.Store(math.Float64bits(share))
+}
+
+// reserve counts one more key tracked, if there is room.
+func (s *Sharing) reserve() bool {
+	if s.tracked.Add(1) > int64(s.cfg.MaxKeys) {
+		s.tracked.Add(-1)
+		return false
+	}
+	return true
 }
 
 func (s *Sharing) forget(id KeyID) {
@@ -290,6 +302,10 @@ type SharingStats struct {
 	Live      int     // nodes heard from within the TTL, this one included
 	Minority  bool    // this node sees no majority: on_partition applies
 	Full      uint64  // keys not tracked because MaxKeys was reached
+	// UnknownRules counts entries received for rules not shared here:
+	// nodes whose rules differ in name (a rule's derived name holds its
+	// site address: name cluster rules when the nodes' sites differ).
+	UnknownRules uint64
 }
 
 // Stats returns the current figures.
@@ -302,6 +318,8 @@ func (s *Sharing) Stats(now time.Time) SharingStats {
 		Live:      s.table.Live(now),
 		Minority:  s.table.Minority(now),
 		Full:      s.full.Load(),
+
+		UnknownRules: s.unknown.Load(),
 	}
 }
 

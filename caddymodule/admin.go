@@ -24,8 +24,8 @@ func init() {
 //	GET    /rate_limit/rules/{rule}                one rule, as above
 //	GET    /rate_limit/rules/{rule}/keys?top=N&by=requests|denied
 //	GET    /rate_limit/rules/{rule}/keys/{key}     a key's state per limit
-//	DELETE /rate_limit/rules/{rule}/keys/{key}     reset a key
-//	GET    /rate_limit/cluster                     the cluster (none yet)
+//	DELETE /rate_limit/rules/{rule}/keys/{key}     reset a key, on every node of a cluster
+//	GET    /rate_limit/cluster                     members, hot keys' shares, gossip traffic
 //
 // Rule names and keys are path segments, percent-encoded.
 type adminAPI struct{}
@@ -68,7 +68,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		if err := allowMethods(w, r, http.MethodGet); err != nil {
 			return err
 		}
-		return writeJSON(w, clusterView{Enabled: false, Members: []string{}})
+		return writeJSON(w, describeCluster())
 	case parts[0] == "rules" && len(parts) >= 2 && len(parts) <= 4:
 		e, ok := registry.get(parts[1])
 		if !ok {
@@ -184,13 +184,22 @@ func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
 	return writeJSON(w, describeKey(e, key, tier))
 }
 
-// resetKey forgets a key's state: its next request starts afresh.
+// resetKey forgets a key's state: its next request starts afresh. A rule
+// with scope cluster forgets it on every node reachable; a key this node
+// never saw is still reset on the others.
 func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
-	if !e.lim.Delete(key) {
+	found := e.lim.Delete(key)
+	e.stats.forget(key)
+	v := resetView{Rule: e.name, Key: key, Reset: found}
+	if n := activeNode(); n != nil && e.rule.clustered {
+		v.Cluster = true
+		if err := n.cluster.BroadcastReset(e.name, key); err != nil {
+			v.ClusterError = err.Error()
+		}
+	} else if !found {
 		return apiError(http.StatusNotFound, "rule %q has no state for key %q", e.name, key)
 	}
-	e.stats.forget(key)
-	return writeJSON(w, resetView{Rule: e.name, Key: key, Reset: true})
+	return writeJSON(w, v)
 }
 
 // Interface guards

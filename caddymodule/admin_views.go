@@ -95,13 +95,11 @@ func (v *topKeysView) addEntries(es []topkeys.Entry) {
 type resetView struct {
 	Rule  string `json:"rule"`
 	Key   string `json:"key"`
-	Reset bool   `json:"reset"`
-}
-
-// clusterView is GET /rate_limit/cluster.
-type clusterView struct {
-	Enabled bool     `json:"enabled"`
-	Members []string `json:"members"`
+	Reset bool   `json:"reset"` // this node had state for the key
+	// Cluster is true if the reset was sent to the other nodes;
+	// ClusterError names those it could not reach.
+	Cluster      bool   `json:"cluster,omitempty"`
+	ClusterError string `json:"cluster_error,omitempty"`
 }
 
 func overview() overviewView {

@@ -60,7 +60,15 @@ type App struct {
 	// claim (by jwt CLAIM). Default: none; such rules then fail to load.
 	JWT *JWTConfig `json:"jwt,omitempty"`
 
+	// Cluster, if set, makes this Caddy a node of a fleet that shares the
+	// rules' limits (see ClusterConfig). Default: none, every node limits
+	// alone.
+	Cluster *ClusterConfig `json:"cluster,omitempty"`
+
 	tokens *tokens // from JWT
+
+	cluster *clusterSettings             // from Cluster
+	node    *atomic.Pointer[clusterNode] // the cluster node in use; set at Provision if one runs, else at Start
 
 	geoHeaderKey       string                  // GeoHeader, canonical
 	untrustedGeoHeader *sync.Once              // warns once of a geo_header from an untrusted peer
@@ -109,6 +117,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return err
 		}
 		a.tokens = t
+	}
+	if a.Cluster != nil {
+		settings, err := a.Cluster.settings()
+		if err != nil {
+			return err
+		}
+		a.cluster = &settings
+		a.node = new(atomic.Pointer[clusterNode])
+		if n := clusters.existing(settings); n != nil {
+			a.node.Store(n) // a reload: the node runs on, and serves the new handlers at once
+		}
 	}
 	if a.GeoIP != "" {
 		db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(a.GeoIP, ""))
@@ -160,6 +179,14 @@ func (a *App) Validate() error {
 // that fails to load changes nothing), and begins sweeping idle keys.
 func (a *App) Start() error {
 	a.commit()
+	if a.cluster != nil && a.node.Load() == nil {
+		n, err := clusters.acquire(*a.cluster, a.logger)
+		if err != nil {
+			return fmt.Errorf("rate_limit cluster: %v", err)
+		}
+		a.node.Store(n)
+		n.sharing.SetRules(a.sharedRules())
+	}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.stopOnce = new(sync.Once)
 	go a.sweep(time.Duration(a.SweepInterval), time.Duration(a.GeoIPCheckInterval))
@@ -181,6 +208,9 @@ func (a *App) commit() {
 				a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)
 				a.pending[i].from = nil // adopted: let it go
 			}
+			if sh := a.sharing(); sh != nil {
+				sh.SetRules(a.sharedRules())
+			}
 			a.replaced = activeApp.Swap(a)
 		})
 	}
@@ -201,6 +231,11 @@ func (a *App) Cleanup() error {
 	}
 	activeApp.CompareAndSwap(a, back) // as revert: back if this config failed to start
 	a.replaced = nil
+	if a.node != nil {
+		if n := a.node.Swap(nil); n != nil {
+			clusters.release(n)
+		}
+	}
 	if a.geoFile != nil {
 		_, err := geoDatabases.Delete(*a.geoFile)
 		a.geoFile = nil

@@ -1,7 +1,11 @@
 package caddymodule
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -9,6 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/edgebyte/edgelimit/gossip"
 )
 
 func init() {
@@ -35,10 +41,23 @@ func init() {
 //	            from_cookie     <name>
 //	            unverified                      # the jwt_unverified opt-in
 //	        }
+//	        cluster {
+//	            bind          <host:port>       # default 0.0.0.0:7946
+//	            advertise     <host:port>       # the address other nodes reach this one at
+//	            join          <host:port...>    # repeatable: adds
+//	            secret_key    <key...>          # base64, 16/24/32 bytes, {env.EDGELIMIT_GOSSIP_KEY}; the first encrypts, all decrypt
+//	            node_name     <name>
+//	            label         <label>           # default edgelimit
+//	            sync_interval <duration>        # default 100ms
+//	            on_partition  local_share|fail_open|fail_closed
+//	            max_keys      <count>           # hot keys followed; default 10000
+//	        }
 //	    }
 //	}
 //
-// The block may be empty. Given twice, the second adds to the first.
+// The block may be empty. Given twice, the second adds to the first, but
+// jwt and cluster may each be given once in all. A secret_key is required
+// unless bind is a loopback address.
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
 	if prev, ok := existing.(httpcaddyfile.App); ok && len(prev.Value) > 0 {
@@ -90,7 +109,15 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			}
 			app.JWT = cfg
 
-		// cluster { … } goes here.
+		case "cluster":
+			if app.Cluster != nil {
+				return nil, d.Errf("cluster already given")
+			}
+			cfg, err := parseClusterBlock(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Cluster = cfg
 
 		default:
 			return nil, d.Errf("unrecognized subdirective %q", d.Val())
@@ -162,4 +189,140 @@ func parseJWTBlock(d *caddyfile.Dispenser) (*JWTConfig, error) {
 		return nil, d.Errf("jwt: from_header and from_cookie: give one")
 	}
 	return cfg, nil
+}
+
+// maxClusterLabel is the longest cluster label (memberlist.LabelMaxSize).
+const maxClusterLabel = 255
+
+// parseClusterBlock reads the cluster { … } block of the global option. It
+// checks what it can without replacing placeholders; the rest (keys from
+// placeholders, a key being required beyond loopback when the bind address
+// is a placeholder) is checked when the app starts (ClusterConfig.settings).
+func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
+	cfg := new(ClusterConfig)
+	start := d.Token()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	seen := make(map[string]bool)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if seen[sub] && sub != "join" {
+			return nil, d.Errf("cluster: %s already given", sub)
+		}
+		seen[sub] = true
+		var err error
+		switch sub {
+		case "bind":
+			if err = oneArg(d, &cfg.Bind); err == nil {
+				err = hostPortArg(d, "bind", cfg.Bind)
+			}
+		case "advertise":
+			if err = oneArg(d, &cfg.Advertise); err == nil {
+				err = hostPortArg(d, "advertise", cfg.Advertise)
+			}
+		case "join":
+			nodes := d.RemainingArgs()
+			if len(nodes) == 0 {
+				return nil, d.Errf("cluster: join: list the host:port of one or more nodes")
+			}
+			for _, n := range nodes {
+				if err := hostPortArg(d, "join", n); err != nil {
+					return nil, err
+				}
+			}
+			cfg.Join = append(cfg.Join, nodes...)
+		case "secret_key":
+			cfg.SecretKeys = d.RemainingArgs()
+			if len(cfg.SecretKeys) == 0 {
+				return nil, d.Errf("cluster: secret_key: give one or more base64 keys, such as {env.EDGELIMIT_GOSSIP_KEY} (the first encrypts, all decrypt)")
+			}
+			for i, k := range cfg.SecretKeys {
+				if err := secretKeyArg(d, i, k); err != nil {
+					return nil, err
+				}
+			}
+		case "node_name":
+			err = oneArg(d, &cfg.NodeName)
+			if err == nil && !strings.Contains(cfg.NodeName, "{") && len(cfg.NodeName) > gossip.MaxNodeName {
+				return nil, d.Errf("cluster node_name: %d bytes, the most is %d", len(cfg.NodeName), gossip.MaxNodeName)
+			}
+		case "label":
+			err = oneArg(d, &cfg.Label)
+			if err == nil && len(cfg.Label) > maxClusterLabel {
+				return nil, d.Errf("cluster label: %d bytes, the most is %d", len(cfg.Label), maxClusterLabel)
+			}
+		case "sync_interval":
+			var every time.Duration
+			if every, err = intervalArg(d, "cluster sync_interval"); err == nil {
+				cfg.SyncInterval = caddy.Duration(every)
+			}
+		case "on_partition":
+			err = oneArg(d, &cfg.OnPartition)
+			if err == nil {
+				switch cfg.OnPartition {
+				case partitionLocalShare, partitionFailOpen, partitionFailClosed:
+				default:
+					return nil, d.Errf("cluster on_partition %q: want local_share, fail_open or fail_closed", cfg.OnPartition)
+				}
+			}
+		case "max_keys":
+			var arg string
+			if err = oneArg(d, &arg); err == nil {
+				n, perr := strconv.Atoi(arg)
+				if perr != nil || n < 0 {
+					return nil, d.Errf("cluster max_keys %s: must be a whole number ≥ 0 (0: the default, 10000)", arg)
+				}
+				cfg.MaxKeys = n
+			}
+		default:
+			return nil, d.Errf("cluster: unrecognized subdirective %q", sub)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(cfg.SecretKeys) == 0 && !strings.Contains(cfg.Bind, "{") {
+		bind := cfg.Bind
+		if bind == "" {
+			bind = gossip.DefaultBind
+		}
+		host, _, _ := net.SplitHostPort(bind)
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return nil, errAtToken(start, "cluster: bind %s: a secret_key is required to bind beyond loopback, or cluster traffic would be unauthenticated and in clear", bind)
+		}
+	}
+	return cfg, nil
+}
+
+// hostPortArg checks an address of the cluster block: host:port with a
+// port number, unless it has a placeholder.
+func hostPortArg(d *caddyfile.Dispenser, what, addr string) error {
+	if strings.Contains(addr, "{") {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return d.Errf("cluster %s %q: want host:port, such as 10.0.0.5:7946", what, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return d.Errf("cluster %s %q: the port must be a number from 0 to 65535", what, addr)
+	}
+	return nil
+}
+
+// secretKeyArg checks the i-th (from 0) key of secret_key, unless it has
+// a placeholder. Errors do not quote the key.
+func secretKeyArg(d *caddyfile.Dispenser, i int, key string) error {
+	if strings.Contains(key, "{") {
+		return nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		return d.Errf("cluster secret_key %d: not base64 (generate a key with: head -c 32 /dev/urandom | base64)", i+1)
+	}
+	if n := len(raw); n != 16 && n != 24 && n != 32 {
+		return d.Errf("cluster secret_key %d: %d bytes, want 16, 24 or 32 (generate a key with: head -c 32 /dev/urandom | base64)", i+1, n)
+	}
+	return nil
 }

@@ -74,6 +74,7 @@ var inheritedFields = map[string]func(dst, src *Rule){
 	"on_missing_key": func(dst, src *Rule) { dst.OnMissingKey = src.OnMissingKey },
 	"cost":           func(dst, src *Rule) { dst.Cost = src.Cost },
 	"shadow":         func(dst, src *Rule) { dst.Shadow = src.Shadow },
+	"scope":          func(dst, src *Rule) { dst.Scope = src.Scope },
 	"exempt":         func(dst, src *Rule) { dst.Exempt = slices.Clone(src.Exempt) },
 	"headers":        func(dst, src *Rule) { dst.Headers = src.Headers },
 	"retry_jitter":   func(dst, src *Rule) { dst.RetryJitter = src.RetryJitter },
@@ -228,6 +229,16 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "shadow":
 		return flagArg(d, &r.Shadow)
+
+	case "scope":
+		if err := oneArg(d, &r.Scope); err != nil {
+			return err
+		}
+		switch r.Scope {
+		case scopeCluster, scopeNode:
+		default:
+			return d.Errf("scope %q: want cluster or node", r.Scope)
+		}
 
 	case "exempt":
 		ranges := d.RemainingArgs()

@@ -42,6 +42,7 @@ func TestParseCaddyfile(t *testing.T) {
 				on_missing_key deny
 				cost {http.request.header.X-Cost}
 				shadow
+				scope node
 				exempt 10.0.0.0/8 ::1
 				exempt 192.168.1.1
 				headers both
@@ -52,7 +53,7 @@ func TestParseCaddyfile(t *testing.T) {
 			}`,
 			want: `{"rules":[{"name":"api","limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],` +
 				`"algorithm":"token_bucket","burst":30,"by":["header X-API-Key","user_id","ip/24/64"],"on_missing_key":"deny",` +
-				`"cost":"{http.request.header.X-Cost}","shadow":true,"exempt":["10.0.0.0/8","::1","192.168.1.1"],"headers":"both",` +
+				`"cost":"{http.request.header.X-Cost}","shadow":true,"scope":"node","exempt":["10.0.0.0/8","::1","192.168.1.1"],"headers":"both",` +
 				`"retry_jitter":0.25,"max_keys":5000,"problem_json":true,"log_key":true}]}`,
 		},
 		{
@@ -91,6 +92,21 @@ func TestParseCaddyfile(t *testing.T) {
 			want: `{"rules":[` +
 				`{"name":"reads","match":[{"method":["GET"]}],"limits":[{"count":100,"window":60000000000}],"by":["user_id"],"headers":"legacy","log_key":true},` +
 				`{"name":"writes","limits":[{"count":10,"window":60000000000},{"count":100,"window":3600000000000}],"by":["user_id"],"headers":"off","log_key":true}]}`,
+		},
+		{
+			// scope is inherited like the others, and a rule's own replaces it
+			input: `rate_limit {
+				limit 10 1s
+				scope node
+				rule a {
+				}
+				rule b {
+					scope cluster
+				}
+			}`,
+			want: `{"rules":[` +
+				`{"name":"a","limits":[{"count":10,"window":1000000000}],"scope":"node"},` +
+				`{"name":"b","limits":[{"count":10,"window":1000000000}],"scope":"cluster"}]}`,
 		},
 		{
 			// caddy-ratelimit's syntax, from its README
@@ -212,6 +228,10 @@ func TestParseCaddyfileErrors(t *testing.T) {
 		{"rate_limit {\n limit 10 1m\n cost cheap\n}", `cost "cheap": want a whole number ≥ 0 or a {placeholder}, at Testfile:3`},
 		{"rate_limit {\n limit 10 1m\n shadow yes\n}", "wrong argument count or unexpected line ending after 'yes', at Testfile:3"},
 		{"rate_limit {\n limit 10 1m\n algorithm fixed_window\n algorithm sliding_log\n}", "algorithm already given on line 3, at Testfile:4"},
+		{"rate_limit {\n limit 10 1m\n scope global\n}", `scope "global": want cluster or node, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n scope\n}", "wrong argument count or unexpected line ending after 'scope', at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n scope node cluster\n}", "wrong argument count or unexpected line ending after 'node', at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n scope node\n scope node\n}", "scope already given on line 3, at Testfile:4"},
 		{"rate_limit {\n by user_id\n}", `rule "by user_id" has no limit: add ` + "`limit <count> <window>`, at Testfile:1"},
 		{"rate_limit", `rule "by ip" has no limit`},
 		{"rate_limit {\n rule a {\n  limit 10 1m\n }\n rule b {\n  by user_id\n }\n}", `rule "b" has no limit: add ` + "`limit <count> <window>`, at Testfile:5"},
@@ -279,6 +299,78 @@ func TestParseGlobalOption(t *testing.T) {
 		{input: "rate_limit {\n sweep_interval 0s\n}", wantErr: "sweep_interval 0s: must be positive, at Testfile:2"},
 		{input: "rate_limit {\n cluster_size 3\n}", wantErr: `unrecognized subdirective "cluster_size", at Testfile:2`},
 		{input: "rate_limit now", wantErr: "wrong argument count"},
+		{
+			input: `rate_limit {
+				cluster {
+					bind 0.0.0.0:7946
+					advertise 10.0.0.5:7946
+					join 10.0.0.6:7946 10.0.0.7:7946
+					join [fd00::8]:7946
+					secret_key {env.EDGELIMIT_GOSSIP_KEY} AAECAwQFBgcICQoLDA0ODw==
+					node_name edge-1
+					label prod
+					sync_interval 250ms
+					on_partition fail_closed
+					max_keys 5000
+				}
+			}`,
+			want: `{"cluster":{"bind":"0.0.0.0:7946","advertise":"10.0.0.5:7946","join":["10.0.0.6:7946","10.0.0.7:7946","[fd00::8]:7946"],` +
+				`"secret_keys":["{env.EDGELIMIT_GOSSIP_KEY}","AAECAwQFBgcICQoLDA0ODw=="],"node_name":"edge-1","label":"prod",` +
+				`"sync_interval":250000000,"on_partition":"fail_closed","max_keys":5000}}`,
+		},
+		{
+			// on loopback, no key is needed; placeholders are left for load time
+			input: "rate_limit {\n cluster {\n  bind 127.0.0.1:0\n  join {env.PEER}\n  node_name {env.HOSTNAME}\n }\n}",
+			want:  `{"cluster":{"bind":"127.0.0.1:0","join":["{env.PEER}"],"node_name":"{env.HOSTNAME}"}}`,
+		},
+		{
+			// a placeholder bind may be loopback: the key is checked at load
+			input: "rate_limit {\n cluster {\n  bind {env.GOSSIP_BIND}\n  max_keys 0\n }\n}",
+			want:  `{"cluster":{"bind":"{env.GOSSIP_BIND}"}}`,
+		},
+		{
+			// the cluster in one rate_limit option, the rest in another
+			input:    "rate_limit {\n sweep_interval 1s\n}",
+			existing: httpcaddyfile.App{Name: "rate_limit", Value: []byte(`{"cluster":{"bind":"127.0.0.1:7946"}}`)},
+			want:     `{"sweep_interval":1000000000,"cluster":{"bind":"127.0.0.1:7946"}}`,
+		},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  gossip_port 7946\n }\n}", wantErr: `cluster: unrecognized subdirective "gossip_port", at Testfile:4`},
+		{input: "rate_limit {\n cluster extra {\n  bind 127.0.0.1:7946\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'extra', at Testfile:2"},
+		{input: "rate_limit {\n cluster {\n  bind\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'bind', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:1 127.0.0.1:2\n }\n}", wantErr: "wrong argument count or unexpected line ending after '127.0.0.1:1', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  advertise\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'advertise', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  join\n }\n}", wantErr: "cluster: join: list the host:port of one or more nodes, at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  secret_key\n }\n}", wantErr: "cluster: secret_key: give one or more base64 keys, such as {env.EDGELIMIT_GOSSIP_KEY} (the first encrypts, all decrypt), at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  node_name\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'node_name', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  label\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'label', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  sync_interval\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'sync_interval', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  on_partition\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'on_partition', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  max_keys\n }\n}", wantErr: "wrong argument count or unexpected line ending after 'max_keys', at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  on_partition fail_safe\n }\n}", wantErr: `cluster on_partition "fail_safe": want local_share, fail_open or fail_closed, at Testfile:4`},
+		{input: "rate_limit {\n cluster {\n  sync_interval often\n }\n}", wantErr: `cluster sync_interval "often": not a duration (such as 500ms, 1m or 1d), at Testfile:3`},
+		{input: "rate_limit {\n cluster {\n  sync_interval 0s\n }\n}", wantErr: "cluster sync_interval 0s: must be positive, at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  sync_interval -1s\n }\n}", wantErr: "cluster sync_interval -1s: must not be negative, at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  max_keys -1\n }\n}", wantErr: "cluster max_keys -1: must be a whole number ≥ 0 (0: the default, 10000), at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  max_keys lots\n }\n}", wantErr: "cluster max_keys lots: must be a whole number ≥ 0"},
+		{input: "rate_limit {\n cluster {\n  bind 0.0.0.0\n }\n}", wantErr: `cluster bind "0.0.0.0": want host:port, such as 10.0.0.5:7946, at Testfile:3`},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:gossip\n }\n}", wantErr: `cluster bind "127.0.0.1:gossip": the port must be a number from 0 to 65535, at Testfile:3`},
+		{input: "rate_limit {\n cluster {\n  advertise 10.0.0.5\n }\n}", wantErr: `cluster advertise "10.0.0.5": want host:port, such as 10.0.0.5:7946, at Testfile:3`},
+		{input: "rate_limit {\n cluster {\n  join 10.0.0.6:7946 10.0.0.7\n }\n}", wantErr: `cluster join "10.0.0.7": want host:port, such as 10.0.0.5:7946, at Testfile:3`},
+		{input: "rate_limit {\n cluster {\n  join 10.0.0.6:70000\n }\n}", wantErr: `cluster join "10.0.0.6:70000": the port must be a number from 0 to 65535, at Testfile:3`},
+		{input: "rate_limit {\n cluster {\n  secret_key not*base64\n }\n}", wantErr: "cluster secret_key 1: not base64 (generate a key with: head -c 32 /dev/urandom | base64), at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  secret_key {env.K} c2hvcnQ=\n }\n}", wantErr: "cluster secret_key 2: 5 bytes, want 16, 24 or 32 (generate a key with: head -c 32 /dev/urandom | base64), at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  join 10.0.0.6:7946\n }\n}", wantErr: "cluster: bind 0.0.0.0:7946: a secret_key is required to bind beyond loopback, or cluster traffic would be unauthenticated and in clear, at Testfile:2"},
+		{input: "rate_limit {\n cluster {\n  bind localhost:7946\n }\n}", wantErr: "cluster: bind localhost:7946: a secret_key is required to bind beyond loopback"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  bind 127.0.0.1:7947\n }\n}", wantErr: "cluster: bind already given, at Testfile:4"},
+		{input: "rate_limit {\n cluster {\n  secret_key {env.A}\n  secret_key {env.B}\n }\n}", wantErr: "cluster: secret_key already given, at Testfile:4"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  on_partition fail_open\n  on_partition fail_closed\n }\n}", wantErr: "cluster: on_partition already given, at Testfile:5"},
+		{input: "rate_limit {\n cluster {\n  label " + strings.Repeat("x", 256) + "\n }\n}", wantErr: "cluster label: 256 bytes, the most is 255, at Testfile:3"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n }\n cluster {\n  bind 127.0.0.1:7947\n }\n}", wantErr: "cluster already given, at Testfile:5"},
+		{
+			input:    "rate_limit {\n cluster {\n  bind 127.0.0.1:7947\n }\n}",
+			existing: httpcaddyfile.App{Name: "rate_limit", Value: []byte(`{"cluster":{"bind":"127.0.0.1:7946"}}`)},
+			wantErr:  "cluster already given, at Testfile:2",
+		},
 	} {
 		got, err := parseGlobalOption(caddyfile.NewTestDispenser(tc.input), tc.existing)
 		if tc.wantErr != "" {

@@ -56,6 +56,9 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descKeys
 	ch <- descEvictions
 	ch <- descJWTFailures
+	ch <- descClusterMembers
+	ch <- descGossipBytes
+	ch <- descGossipDropped
 	decisionSeconds.Describe(ch)
 }
 
@@ -77,6 +80,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descJWTFailures, prometheus.CounterValue, float64(jwtFailures[i].Load()), reason)
 		}
 	}
+	collectCluster(ch)
 	decisionSeconds.Collect(ch)
 }
 

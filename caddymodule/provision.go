@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/geo"
+	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -34,6 +35,7 @@ type rule struct {
 	geo      geo.Multipliers
 	hasGeo   bool // geo_multiplier is set
 
+	hash       uint64             // gossip.KeyHash(Name), for a rule with scope cluster
 	tiers      map[string]float64 // the factor of each tier; nil without tiers
 	tierSource keySource
 }
@@ -150,6 +152,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		if r.hasGeo && !h.app.hasCountries() {
 			return fmt.Errorf("rule %s: geo_multiplier needs the client's country: set the global option rate_limit { geoip <database.mmdb> } or { geo_header <name> }", r.Name)
+		}
+		switch {
+		case r.Scope == scopeCluster && h.app.Cluster == nil:
+			return fmt.Errorf("rule %s: scope cluster needs a cluster: set the global option rate_limit { cluster { … } }", r.Name)
+		case h.app.Cluster != nil && r.Scope != scopeNode:
+			r.clustered = true
+			r.hash = gossip.KeyHash(r.Name)
 		}
 		r.lim, r.stats, err = h.app.limiterFor(r.Rule)
 		if err != nil {

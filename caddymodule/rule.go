@@ -66,6 +66,12 @@ type Rule struct {
 	// Default: off.
 	Shadow bool `json:"shadow,omitempty"`
 
+	// Scope is "cluster" (the limits hold for the whole cluster, each node
+	// taking a share of them) or "node" (each node applies them alone).
+	// Default: cluster when the rate_limit app has a cluster, else node;
+	// "cluster" without one is an error.
+	Scope string `json:"scope,omitempty"`
+
 	// Exempt lists client IP ranges (CIDR, or single addresses) the rule
 	// never limits. Default: none.
 	Exempt []string `json:"exempt,omitempty"`
@@ -121,6 +127,8 @@ type Rule struct {
 	// TierBy is the key source whose value is the request's tier: "jwt
 	// plan", "header X-Plan", or any source of By. Required with Tiers.
 	TierBy string `json:"tier_by,omitempty"`
+
+	clustered bool // scope cluster, with a cluster: set at Provision
 }
 
 // Limit is one quota of a rule: Count units per Window.
@@ -140,6 +148,9 @@ const (
 
 	keyHashSHA256 = "sha256"
 
+	scopeCluster = "cluster"
+	scopeNode    = "node"
+
 	missingSkip = "skip"
 	missingIP   = "ip"
 	missingDeny = "deny"
@@ -152,6 +163,7 @@ func (r *Rule) limiterConfig() limiter.Config {
 		Burst:     r.Burst,
 		MaxDelay:  time.Duration(r.MaxDelay),
 		MaxKeys:   r.MaxKeys,
+		Shares:    r.clustered,
 	}
 	for _, l := range r.Limits {
 		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: time.Duration(l.Window)})
@@ -187,6 +199,11 @@ func (r *Rule) checkFields() error {
 	case "", headersIETF, headersLegacy, headersBoth, headersOff:
 	default:
 		return fmt.Errorf("headers %q: want ietf, legacy, both or off", r.Headers)
+	}
+	switch r.Scope {
+	case "", scopeCluster, scopeNode:
+	default:
+		return fmt.Errorf("scope %q: want cluster or node", r.Scope)
 	}
 	if r.KeyHash != "" && r.KeyHash != keyHashSHA256 {
 		return fmt.Errorf("key_hash %q: want sha256", r.KeyHash)

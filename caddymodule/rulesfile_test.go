@@ -55,6 +55,7 @@ func TestRulesFileEveryField(t *testing.T) {
     on_missing_key: ip
     cost: 2
     shadow: true
+    scope: node
     exempt: [10.0.0.0/8, 192.0.2.1]
     headers: both
     retry_jitter: 0.2
@@ -67,12 +68,13 @@ func TestRulesFileEveryField(t *testing.T) {
     max_delay: 500ms
     cost: "{http.request.header.X-Cost}"
     by: static everyone
+    scope: cluster
 `), "rules.yaml", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"name":"everything","match":[{"path":["/a/*","/b"]}],"limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],"algorithm":"token_bucket","burst":5,"by":["header X-API-Key","ip/24"],"on_missing_key":"ip","cost":"2","shadow":true,"exempt":["10.0.0.0/8","192.0.2.1"],"headers":"both","retry_jitter":0.2,"max_keys":5000,"problem_json":true},` +
-		`{"name":"leaky","limits":[{"count":10,"window":1000000000}],"algorithm":"leaky_bucket","max_delay":500000000,"by":["static everyone"],"cost":"{http.request.header.X-Cost}"}]`
+	want := `[{"name":"everything","match":[{"path":["/a/*","/b"]}],"limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],"algorithm":"token_bucket","burst":5,"by":["header X-API-Key","ip/24"],"on_missing_key":"ip","cost":"2","shadow":true,"scope":"node","exempt":["10.0.0.0/8","192.0.2.1"],"headers":"both","retry_jitter":0.2,"max_keys":5000,"problem_json":true},` +
+		`{"name":"leaky","limits":[{"count":10,"window":1000000000}],"algorithm":"leaky_bucket","max_delay":500000000,"by":["static everyone"],"cost":"{http.request.header.X-Cost}","scope":"cluster"}]`
 	if got := rulesJSON(t, rules); got != want {
 		t.Errorf("rules:\n got %s\nwant %s", got, want)
 	}
@@ -106,6 +108,8 @@ func TestRulesFileErrors(t *testing.T) {
 		{"rate_limit:\n  - limit: 5 1m\n    by: header\n", "by header: want a name, as in `by header NAME`, at r.yaml:3"},
 		{"rate_limit:\n  - limit: 5 1m\n    geo_multiplier: {RUS: 2}\n", `geo_multiplier: argument 1 "RUS": not an ISO 3166-1 alpha-2 country code`},
 		{"rate_limit:\n  - limit: 5 1m\n    shadow: maybe\n", "shadow: want true or false, at r.yaml:3"},
+		{"rate_limit:\n  - limit: 5 1m\n    scope: everywhere\n", `scope "everywhere": want cluster or node, at r.yaml:3`},
+		{"rate_limit:\n  - limit: 5 1m\n    scope: [node, cluster]\n", "wrong argument count or unexpected line ending after 'node', at r.yaml:3"},
 		{"rate_limit:\n  - limit: 5 1m\n    exempt: [10.0.0.0/33]\n", "at r.yaml:3"},
 		{"rate_limit:\n  - limit: 5 1m\n    match: {path: /a}\n", "match cannot be in a rules file entry (use path:), at r.yaml:3"},
 		{"rate_limit:\n  - limit: 5 1m\n    path: {a: b}\n", "path: want a path pattern (/api/*) or a list of them, at r.yaml:3"},

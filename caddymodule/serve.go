@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -67,7 +68,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if ru.hasGeo {
 			scale *= ru.geo.For(where.of(h.app, r, repl))
 		}
-		d := ru.lim.AllowScaledAt(key, now, cost, scale)
+		d, scale := ru.decide(h.app, key, now, cost, scale)
 		timed = ru.stats.decided(key, cost, d.Allowed, ru.Shadow) || timed
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, now)
@@ -107,6 +108,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// decide decides a request at scale. A rule with scope cluster takes this
+// node's share of the key's limit, on top of the scale; the decision then
+// shows the key's global limits (at scale) and what remains of it on this
+// node. It returns the scale the limiter used, for a refund.
+func (ru *rule) decide(app *App, key string, now time.Time, cost int64, scale float64) (limiter.Decision, float64) {
+	if !ru.clustered {
+		return ru.lim.AllowScaledAt(key, now, cost, scale), scale
+	}
+	sh := app.sharing()
+	if sh == nil { // the cluster node is not started yet: alone
+		return ru.lim.AllowScaledAt(key, now, cost, scale), scale
+	}
+	limit := uint32(min(limiter.ScaledCount(ru.Limits[0].Count, scale), math.MaxUint32))
+	share, tracked := sh.Share(ru.hash, key, limit)
+	d := ru.lim.AllowScaledAt(key, now, cost, scale*share)
+	if q := d.Quotas[0]; !tracked && 2*q.Remaining <= q.Limit {
+		sh.Track(ru.hash, key, limit) // near its share here: follow it
+	}
+	for i := 0; i < d.Len; i++ {
+		if scale > 0 {
+			d.Quotas[i].Limit = limiter.ScaledCount(ru.Limits[i].Count, scale)
+		}
+	}
+	return d, scale * share
 }
 
 // matches is true if the rule's matchers match the request.

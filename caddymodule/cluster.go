@@ -1,0 +1,345 @@
+package caddymodule
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/edgebyte/edgelimit/gossip"
+)
+
+// ClusterConfig makes this Caddy one node of a fleet that shares every
+// rule's limit (rules with scope cluster, the default once a cluster is
+// configured): each node decides its requests alone, and the nodes gossip
+// the demand of their hot keys every sync_interval to divide each key's
+// limit between them (see package gossip).
+type ClusterConfig struct {
+	// Bind is the host:port that cluster traffic uses, UDP and TCP.
+	// Default: 0.0.0.0:7946.
+	Bind string `json:"bind,omitempty"`
+
+	// Advertise is the host:port other nodes reach this one at, when it is
+	// not Bind (NAT, containers). Default: the bound address.
+	Advertise string `json:"advertise,omitempty"`
+
+	// Join lists nodes to join (host:port). They are joined in the
+	// background, retried until this node is in a cluster; Caddy never
+	// waits for them. A list may name this node too, so that every node
+	// can have the same one. Default: none (wait to be joined).
+	Join []string `json:"join,omitempty"`
+
+	// SecretKeys are base64 AES keys of 16, 24 or 32 bytes that encrypt
+	// and authenticate all cluster traffic: the first encrypts, every one
+	// decrypts, so a key is rotated by adding the new one second on every
+	// node, then first, then removing the old. Placeholders such as
+	// {env.EDGELIMIT_GOSSIP_KEY} are replaced. Required unless Bind is a
+	// loopback address.
+	SecretKeys []string `json:"secret_keys,omitempty"`
+
+	// NodeName is this node's name in the cluster, unique. Default: the
+	// host name and the gossip port.
+	NodeName string `json:"node_name,omitempty"`
+
+	// Label keeps clusters apart on one network: nodes join only nodes
+	// with the same label. Default: edgelimit.
+	Label string `json:"label,omitempty"`
+
+	// SyncInterval is how often the nodes exchange demand. Default: 100ms.
+	SyncInterval caddy.Duration `json:"sync_interval,omitempty"`
+
+	// OnPartition is what a node that sees no majority of the cluster does:
+	// local_share (the nodes it sees keep their shares: a partition admits
+	// at most 1.1 times the limit), fail_open (each of them admits up to
+	// the whole limit) or fail_closed (they deny). Default: local_share.
+	OnPartition string `json:"on_partition,omitempty"`
+
+	// MaxKeys bounds the hot keys a node follows (near their share on it
+	// or hot elsewhere); past it, keys keep the cold share, 1.1/N of the
+	// limit. Default: 10000.
+	MaxKeys int `json:"max_keys,omitempty"`
+}
+
+// The values of on_partition.
+const (
+	partitionLocalShare = "local_share"
+	partitionFailOpen   = "fail_open"
+	partitionFailClosed = "fail_closed"
+)
+
+// defaultSyncInterval is the default of sync_interval.
+const defaultSyncInterval = 100 * time.Millisecond
+
+// clusterSettings is a ClusterConfig with its placeholders replaced and
+// its values parsed: what a cluster node is built from.
+type clusterSettings struct {
+	gossip    gossip.Config
+	policy    gossip.PartitionPolicy
+	maxKeys   int
+	policyTxt string
+	print     string // the configuration, for telling whether a reload changed it
+}
+
+// settings checks the configuration and parses it.
+func (c *ClusterConfig) settings() (clusterSettings, error) {
+	repl := caddy.NewReplacer()
+	s := clusterSettings{maxKeys: c.MaxKeys, policyTxt: c.OnPartition}
+	g := &s.gossip
+	g.Bind = repl.ReplaceKnown(c.Bind, "")
+	if g.Bind == "" {
+		g.Bind = gossip.DefaultBind
+	}
+	if _, _, err := net.SplitHostPort(g.Bind); err != nil {
+		return s, fmt.Errorf("cluster bind %q: want host:port", g.Bind)
+	}
+	g.Advertise = repl.ReplaceKnown(c.Advertise, "")
+	if _, _, err := net.SplitHostPort(g.Advertise); g.Advertise != "" && err != nil {
+		return s, fmt.Errorf("cluster advertise %q: want host:port", g.Advertise)
+	}
+	for _, j := range c.Join {
+		j = repl.ReplaceKnown(j, "")
+		if _, _, err := net.SplitHostPort(j); err != nil {
+			return s, fmt.Errorf("cluster join %q: want host:port", j)
+		}
+		g.Join = append(g.Join, j)
+	}
+	for i, k := range c.SecretKeys {
+		raw, err := base64.StdEncoding.DecodeString(repl.ReplaceKnown(k, ""))
+		if err != nil {
+			return s, fmt.Errorf("cluster secret_key %d: not base64: %v", i+1, err)
+		}
+		if n := len(raw); n != 16 && n != 24 && n != 32 {
+			return s, fmt.Errorf("cluster secret_key %d: %d bytes, want 16, 24 or 32 (generate one with: head -c 32 /dev/urandom | base64)", i+1, n)
+		}
+		g.SecretKeys = append(g.SecretKeys, raw)
+	}
+	host, _, _ := net.SplitHostPort(g.Bind)
+	if ip := net.ParseIP(host); len(g.SecretKeys) == 0 && (ip == nil || !ip.IsLoopback()) {
+		return s, fmt.Errorf("cluster bind %s: a secret_key is required to bind beyond loopback, or cluster traffic would be unauthenticated and in clear", g.Bind)
+	}
+	g.NodeName = repl.ReplaceKnown(c.NodeName, "")
+	g.Label = c.Label
+	g.SyncInterval = time.Duration(c.SyncInterval)
+	if g.SyncInterval < 0 {
+		return s, fmt.Errorf("cluster sync_interval %s: must be positive", g.SyncInterval)
+	}
+	if g.SyncInterval == 0 {
+		g.SyncInterval = defaultSyncInterval
+	}
+	switch c.OnPartition {
+	case "", partitionLocalShare:
+		s.policy, s.policyTxt = gossip.LocalShare, partitionLocalShare
+	case partitionFailOpen:
+		s.policy = gossip.FailOpen
+	case partitionFailClosed:
+		s.policy = gossip.FailClosed
+	default:
+		return s, fmt.Errorf("cluster on_partition %q: want local_share, fail_open or fail_closed", c.OnPartition)
+	}
+	if c.MaxKeys < 0 {
+		return s, fmt.Errorf("cluster max_keys %d: must not be negative", c.MaxKeys)
+	}
+	print, _ := json.Marshal(struct {
+		Bind, Advertise, NodeName, Label string
+		Join                             []string
+		Keys                             [][]byte
+		Interval                         time.Duration
+		Policy                           gossip.PartitionPolicy
+		MaxKeys                          int
+	}{g.Bind, g.Advertise, g.NodeName, g.Label, g.Join, g.SecretKeys, g.SyncInterval, s.policy, s.maxKeys})
+	s.print = string(print)
+	return s, nil
+}
+
+// clusterNode is this process's membership of the cluster and its side of
+// the quota sharing. It outlives configs: a reload that keeps the cluster
+// configuration keeps the node (see clusters).
+type clusterNode struct {
+	bind    string
+	print   string // clusterSettings.print
+	refs    int    // under clusters.mu
+	policy  string
+	cluster *gossip.Cluster
+	sharing *gossip.Sharing
+	logger  *zap.Logger
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// startClusterNode binds, starts the membership (joining in the
+// background) and the sync loop.
+func startClusterNode(s clusterSettings, logger *zap.Logger) (*clusterNode, error) {
+	n := &clusterNode{
+		bind: s.gossip.Bind, print: s.print, policy: s.policyTxt, logger: logger,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	cfg := s.gossip
+	cfg.Logger = log.New(zap.NewStdLog(logger.Named("memberlist")).Writer(), "", 0)
+	c, err := gossip.New(cfg, n.observe, resetLocal)
+	if err != nil {
+		return nil, err
+	}
+	n.cluster = c
+	n.sharing = gossip.NewSharing(gossip.SharingConfig{
+		Self: c.Name(), Interval: c.SyncInterval(), OnPartition: s.policy, MaxKeys: s.maxKeys,
+	})
+	logger.Info("cluster node started",
+		zap.String("node", c.Name()), zap.String("addr", c.Addr()),
+		zap.Strings("join", cfg.Join), zap.Duration("sync_interval", c.SyncInterval()),
+		zap.String("on_partition", s.policyTxt), zap.Bool("encrypted", len(cfg.SecretKeys) > 0))
+	go n.sync()
+	return n, nil
+}
+
+// observe takes a report from another node.
+func (n *clusterNode) observe(r gossip.Report) { n.sharing.Observe(r, time.Now()) }
+
+// sync sends this node's report every interval, and keeps the cluster size
+// the shares are computed for up to date.
+func (n *clusterNode) sync() {
+	defer close(n.done)
+	t := time.NewTicker(n.cluster.SyncInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case now := <-t.C:
+			n.sharing.SetClusterSize(clusterSize(n.cluster.Members()))
+			r := n.sharing.Tick(now)
+			if err := n.cluster.Broadcast(&r); err != nil {
+				n.logger.Debug("sending report", zap.Error(err))
+			}
+		}
+	}
+}
+
+// clusterSize is the number of nodes that share the limits: the members
+// alive, and those declared dead (a dead node may be on the other side of
+// a partition: counting it lets on_partition see the minority), but not
+// those that left.
+func clusterSize(members []gossip.Member) int {
+	n := 0
+	for _, m := range members {
+		if m.State != gossip.StateLeft {
+			n++
+		}
+	}
+	return n
+}
+
+// close leaves the cluster and stops the sync loop.
+func (n *clusterNode) close() {
+	close(n.stop)
+	<-n.done
+	if err := n.cluster.Close(); err != nil {
+		n.logger.Warn("leaving the cluster", zap.Error(err))
+	}
+	n.logger.Info("cluster node stopped", zap.String("node", n.cluster.Name()))
+}
+
+// resetLocal forgets a key that another node's admin API reset.
+func resetLocal(rule, key string) {
+	if e, ok := registry.get(rule); ok {
+		e.lim.Delete(key)
+		e.stats.forget(key)
+	}
+}
+
+// clusters holds the cluster node of each bind address, process-wide: a
+// reload provisions its config while the running one still serves, and
+// both must use the same node, which cannot bind twice.
+var clusters = &clusterPool{byBind: make(map[string]*clusterNode)}
+
+// clusterPool is the type of clusters.
+type clusterPool struct {
+	mu     sync.Mutex
+	byBind map[string]*clusterNode
+}
+
+// existing returns the running node of s's address, with one more use, if
+// its configuration is s; else nil.
+func (p *clusterPool) existing(s clusterSettings) *clusterNode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.byBind[s.gossip.Bind]
+	if n == nil || n.print != s.print {
+		return nil
+	}
+	n.refs++
+	return n
+}
+
+// acquire returns the node for s, with one more use: the running one if
+// its configuration is s, else a new one, which first stops a node of
+// another configuration on the same address (a reload that changed the
+// cluster block: the running config then goes on without gossip until it
+// stops).
+func (p *clusterPool) acquire(s clusterSettings, logger *zap.Logger) (*clusterNode, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := p.byBind[s.gossip.Bind]; n != nil {
+		if n.print == s.print {
+			n.refs++
+			return n, nil
+		}
+		delete(p.byBind, n.bind)
+		n.close()
+	}
+	n, err := startClusterNode(s, logger)
+	if err != nil {
+		return nil, err
+	}
+	n.refs = 1
+	p.byBind[n.bind] = n
+	return n, nil
+}
+
+// release drops one use of n, and stops it with the last.
+func (p *clusterPool) release(n *clusterNode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n.refs--
+	if n.refs <= 0 && p.byBind[n.bind] == n {
+		delete(p.byBind, n.bind)
+		n.close()
+	}
+}
+
+// sharing is the quota sharing of the cluster node in use, or nil: no
+// cluster, or its node not started yet (the rules then limit alone).
+func (a *App) sharing() *gossip.Sharing {
+	if a.node == nil {
+		return nil
+	}
+	if n := a.node.Load(); n != nil {
+		return n.sharing
+	}
+	return nil
+}
+
+// sharedRules are this config's rules with scope cluster, for the sharing.
+func (a *App) sharedRules() []gossip.Rule {
+	var out []gossip.Rule
+	for _, p := range a.pending {
+		if !p.rule.clustered {
+			continue
+		}
+		lim := p.lim
+		out = append(out, gossip.Rule{
+			Name:   p.name,
+			Window: time.Duration(p.rule.Limits[0].Window),
+			Demand: func(key string) uint64 {
+				d, _ := lim.TakeDemand(key)
+				return d
+			},
+		})
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package caddymodule
+
+import (
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/edgebyte/edgelimit/gossip"
+)
+
+const testKey = "c2VjcmV0LWtleS1mb3ItdGVzdHMtMzItYnl0ZXMhISE=" // 32 bytes
+
+func TestClusterSettings(t *testing.T) {
+	s, err := (&ClusterConfig{Bind: "127.0.0.1:0"}).settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.gossip.SyncInterval != defaultSyncInterval || s.policy != gossip.LocalShare || s.policyTxt != partitionLocalShare {
+		t.Errorf("defaults: %+v", s)
+	}
+	if s, err := (&ClusterConfig{}).settings(); err == nil || !strings.Contains(err.Error(), "secret_key is required") {
+		t.Errorf("default bind 0.0.0.0 without a key: %v, %+v", err, s.gossip)
+	}
+	if _, err := (&ClusterConfig{SecretKeys: []string{testKey}}).settings(); err != nil {
+		t.Errorf("default bind with a key: %v", err)
+	}
+	for _, c := range []struct {
+		cfg  ClusterConfig
+		want string
+	}{
+		{ClusterConfig{Bind: "127.0.0.1"}, `cluster bind "127.0.0.1": want host:port`},
+		{ClusterConfig{Bind: "127.0.0.1:0", Advertise: "10.0.0.1"}, `cluster advertise "10.0.0.1": want host:port`},
+		{ClusterConfig{Bind: "127.0.0.1:0", Join: []string{"a:1", "b"}}, `cluster join "b": want host:port`},
+		{ClusterConfig{Bind: "127.0.0.1:0", SecretKeys: []string{"%%%"}}, `cluster secret_key 1: not base64`},
+		{ClusterConfig{Bind: "127.0.0.1:0", SecretKeys: []string{testKey, "c2hvcnQ="}}, `cluster secret_key 2: 5 bytes, want 16, 24 or 32`},
+		{ClusterConfig{Bind: "10.1.2.3:7946"}, `cluster bind 10.1.2.3:7946: a secret_key is required`},
+		{ClusterConfig{Bind: "127.0.0.1:0", OnPartition: "panic"}, `cluster on_partition "panic": want local_share, fail_open or fail_closed`},
+		{ClusterConfig{Bind: "127.0.0.1:0", SyncInterval: -1}, `cluster sync_interval -1ns: must be positive`},
+		{ClusterConfig{Bind: "127.0.0.1:0", MaxKeys: -1}, `cluster max_keys -1: must not be negative`},
+	} {
+		_, err := c.cfg.settings()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// A reload with the same cluster block keeps the node (no rebind, no
+// rejoin); a changed block replaces it; the last release stops it.
+func TestClusterPool(t *testing.T) {
+	cfg := ClusterConfig{Bind: "127.0.0.1:0", NodeName: "pool-test", SecretKeys: []string{testKey}}
+	s, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clusters.existing(s) != nil {
+		t.Fatal("a node before any start")
+	}
+	first, err := clusters.acquire(s, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := clusters.existing(s); again != first {
+		t.Fatalf("same settings: node %p, want the running %p", again, first)
+	}
+	clusters.release(first) // the reload's old config goes
+	if clusters.existing(s) != first {
+		t.Fatal("node stopped while still in use")
+	}
+	clusters.release(first)
+
+	cfg.OnPartition = partitionFailClosed
+	changed, _ := cfg.settings()
+	one, err := clusters.acquire(s, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clusters.existing(changed) != nil {
+		t.Fatal("a changed block reuses the node")
+	}
+	two, err := clusters.acquire(changed, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if two == one || clusters.existing(s) != nil {
+		t.Fatal("a changed block kept the old node")
+	}
+	clusters.release(one) // the old config stops: the new node stays
+	if clusters.existing(changed) != two {
+		t.Fatal("the old config's release stopped the new node")
+	}
+	clusters.release(two)
+	clusters.release(two)
+	if len(clusters.byBind) != 0 {
+		t.Fatalf("nodes left: %v", clusters.byBind)
+	}
+}

@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The cluster tests run caddyfile_examples/cluster.Caddyfile on three
+// Caddy processes on loopback, gossiping on ports of their own: the
+// limit is 200 requests per second per API key across the three.
+const (
+	clusterLimit   = 200
+	clusterOffered = 2 * clusterLimit                               // requests per second the load sends
+	clusterKey     = "c2VjcmV0LWtleS1mb3ItdGVzdHMtMzItYnl0ZXMhISE=" // 32 bytes
+	otherKey       = "b3RoZXIta2V5LWZvci10ZXN0cy0zMi1ieXRlcyEhISE=" // 32 bytes
+)
+
+// clusterView is GET /rate_limit/cluster, as the tests read it.
+type clusterView struct {
+	Enabled bool   `json:"enabled"`
+	Node    string `json:"node"`
+	Members []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	} `json:"members"`
+	Live   int `json:"live"`
+	Shares []struct {
+		Rule  string  `json:"rule"`
+		Key   string  `json:"key"`
+		Share float64 `json:"share"`
+	} `json:"shares"`
+	Gossip struct {
+		BytesSent    uint64            `json:"bytes_sent"`
+		Dropped      map[string]uint64 `json:"dropped"`
+		JoinAttempts uint64            `json:"join_attempts"`
+		JoinFailures uint64            `json:"join_failures"`
+	} `json:"gossip"`
+}
+
+// alive is the names of the members the view lists alive.
+func (v clusterView) alive() []string {
+	var names []string
+	for _, m := range v.Members {
+		if m.State == "alive" {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// startCluster starts n nodes of the example, each told to join all of
+// them, and waits until every node sees all n alive.
+func startCluster(t *testing.T, n int) []*caddyProc {
+	t.Helper()
+	ports := freePorts(t, n)
+	var join []string
+	for _, p := range ports {
+		join = append(join, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	nodes := make([]*caddyProc, n)
+	for i := range nodes {
+		nodes[i] = startExample(t, "cluster.Caddyfile",
+			fmt.Sprintf("EDGELIMIT_NODE=edge-%d", i+1),
+			"EDGELIMIT_GOSSIP_BIND="+join[i],
+			"EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "),
+			"EDGELIMIT_GOSSIP_KEY="+clusterKey)
+	}
+	for _, p := range nodes {
+		p.waitMembers(t, n)
+	}
+	return nodes
+}
+
+// waitMembers polls the node's cluster view every 20 ms, for up to 10 s,
+// until it lists n members alive.
+func (p *caddyProc) waitMembers(t *testing.T, n int) clusterView {
+	t.Helper()
+	var v clusterView
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		p.adminJSON(t, "/rate_limit/cluster", &v)
+		if len(v.alive()) == n {
+			return v
+		}
+	}
+	t.Fatalf("%s sees %v alive, want %d members", v.Node, v.alive(), n)
+	return v
+}
+
+// load sends clusterOffered requests per second of one API key for
+// seconds, each to the node that pick names for the time since the start,
+// and returns the requests admitted (200) in each second.
+func load(t *testing.T, seconds int, pick func(since time.Duration) *caddyProc) []int {
+	t.Helper()
+	admitted := make([]int, seconds)
+	var mu sync.Mutex
+	var failed error
+	work := make(chan time.Time, clusterOffered)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sent := range work {
+				p := pick(sent.Sub(start))
+				code, _, err := p.rawGet(context.Background(), "/api/x", "X-Api-Key", "fleet-key")
+				sec := int(sent.Sub(start) / time.Second)
+				mu.Lock()
+				switch {
+				case err != nil:
+					failed = err
+				case code == http.StatusOK && sec < seconds:
+					admitted[sec]++
+				case code != http.StatusTooManyRequests && code != http.StatusOK:
+					failed = fmt.Errorf("status %d", code)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	// 10 requests every 25 ms: clusterOffered per second, spread evenly
+	tick := time.NewTicker(25 * time.Millisecond)
+	for now := range tick.C {
+		if now.Sub(start) >= time.Duration(seconds)*time.Second {
+			break
+		}
+		for range clusterOffered / 40 {
+			select {
+			case work <- now:
+			default: // the nodes fall behind: offered less
+			}
+		}
+	}
+	tick.Stop()
+	close(work)
+	wg.Wait()
+	if failed != nil {
+		t.Fatalf("load: %v", failed)
+	}
+	return admitted
+}
+
+// ratios is admitted/L per second.
+func ratios(admitted []int) []float64 {
+	out := make([]float64, len(admitted))
+	for i, a := range admitted {
+		out[i] = float64(a) / clusterLimit
+	}
+	return out
+}
+
+// wantWithin fails t unless every second of admitted from the first on is
+// within [lo, hi]×L (second 0 only needs to stay under hi).
+func wantWithin(t *testing.T, phase string, admitted []int, first int, lo, hi float64) {
+	t.Helper()
+	r := ratios(admitted)
+	t.Logf("%s: admitted/L per second %.2f", phase, r)
+	for i, x := range r {
+		if x > hi || (i >= first && x < lo) {
+			t.Errorf("%s: second %d admitted %.2f×L, want %.2f–%.2f×L (from second %d; at most %.2f before)", phase, i, x, lo, hi, first, hi)
+		}
+	}
+}
+
+// TestExampleCluster: three nodes hold one limit together wherever the
+// traffic lands, including after one is killed (kill -9, no leave).
+func TestExampleCluster(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b := nodes[0], nodes[1]
+
+	all := load(t, 3, func(time.Duration) *caddyProc { return a })
+	wantWithin(t, "all on node 1", all, 1, 0.9, 1.1)
+
+	moved := load(t, 3, func(time.Duration) *caddyProc { return b })
+	wantWithin(t, "moved to node 2", moved, 1, 0.9, 1.1)
+
+	var mu sync.Mutex
+	turn := 0
+	split := load(t, 3, func(time.Duration) *caddyProc {
+		mu.Lock()
+		defer mu.Unlock()
+		turn++
+		return nodes[turn%2]
+	})
+	wantWithin(t, "split over nodes 1 and 2", split, 1, 0.9, 1.1)
+
+	var v clusterView
+	b.adminJSON(t, "/rate_limit/cluster", &v)
+	if len(v.Shares) == 0 || v.Shares[0].Key != "fleet-key" || v.Shares[0].Rule == "" {
+		t.Errorf("node 2's hot keys %+v, want fleet-key", v.Shares)
+	}
+
+	a.cmd.Process.Kill() // kill -9: no leave message
+	<-a.exited
+	killed := load(t, 4, func(time.Duration) *caddyProc { return b })
+	wantWithin(t, "node 1 killed, all on node 2", killed, 1, 0.9, 1.1)
+
+	// The per-node rule stays per node: 5 a minute on each.
+	for _, p := range nodes[1:] {
+		if got := count(t, 6, func() int { return p.status(t, "/login") }); fmt.Sprint(got) != "map[200:5 429:1]" {
+			t.Errorf("/login on %s: %v, want 5×200 then 429", p.data.Admin, got)
+		}
+	}
+}
+
+// TestExampleClusterWrongKey: a node with another secret_key cannot join.
+func TestExampleClusterWrongKey(t *testing.T) {
+	nodes := startCluster(t, 2)
+	ports := freePorts(t, 1)
+	bind := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	var v clusterView
+	nodes[0].adminJSON(t, "/rate_limit/cluster", &v)
+	intruder := startExample(t, "cluster.Caddyfile",
+		"EDGELIMIT_NODE=intruder",
+		"EDGELIMIT_GOSSIP_BIND="+bind,
+		"EDGELIMIT_GOSSIP_JOIN="+nodes[0].gossipAddr(t),
+		"EDGELIMIT_GOSSIP_KEY="+otherKey)
+	// wait for its join to have failed twice
+	var iv clusterView
+	for deadline := time.Now().Add(10 * time.Second); iv.Gossip.JoinFailures < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("intruder: %d join attempts, %d failures after 10 s", iv.Gossip.JoinAttempts, iv.Gossip.JoinFailures)
+		}
+		intruder.adminJSON(t, "/rate_limit/cluster", &iv)
+	}
+	if got := iv.alive(); fmt.Sprint(got) != "[intruder]" {
+		t.Errorf("the intruder sees %v alive, want only itself", got)
+	}
+	for _, p := range nodes {
+		p.adminJSON(t, "/rate_limit/cluster", &v)
+		if got := v.alive(); len(got) != 2 || strings.Contains(fmt.Sprint(got), "intruder") {
+			t.Errorf("%s sees %v alive, want the two nodes only", v.Node, got)
+		}
+	}
+}
+
+// gossipAddr is the node's gossip address, from its cluster view.
+func (p *caddyProc) gossipAddr(t *testing.T) string {
+	t.Helper()
+	var v struct {
+		Addr string `json:"addr"`
+	}
+	p.adminJSON(t, "/rate_limit/cluster", &v)
+	return v.Addr
+}

@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -195,6 +198,47 @@ func TestExampleCluster(t *testing.T) {
 		t.Errorf("node 2's hot keys %+v, want fleet-key", v.Shares)
 	}
 
+	// A reload keeps the node: no rebind, no rejoin, the same members.
+	before := v
+	b.forceReload(t, withGlobals(exampleText(t, "cluster.Caddyfile")))
+	b.adminJSON(t, "/rate_limit/cluster", &v)
+	if v.Node != before.Node || v.Gossip.JoinAttempts != before.Gossip.JoinAttempts || len(v.alive()) != 3 {
+		t.Errorf("after a reload: node %s, %d join attempts, alive %v; want %s, %d, the 3 nodes",
+			v.Node, v.Gossip.JoinAttempts, v.alive(), before.Node, before.Gossip.JoinAttempts)
+	}
+	if !strings.Contains(b.log(), "cluster node started") || strings.Count(b.log(), "cluster node started") != 1 {
+		t.Errorf("the node started %d times, want once", strings.Count(b.log(), "cluster node started"))
+	}
+
+	_, metrics := b.admin(t, http.MethodGet, "/metrics", "")
+	if got := metricValue(t, metrics, "caddy_rate_limit_cluster_members"); got != "3" {
+		t.Errorf("caddy_rate_limit_cluster_members = %s, want 3", got)
+	}
+	if got := metricValue(t, metrics, `caddy_rate_limit_gossip_bytes_total{direction="sent"}`); got == "absent" || got == "0" {
+		t.Errorf("gossip bytes sent = %s, want some", got)
+	}
+
+	// A reset on a node that never saw the key reaches the others.
+	c := nodes[2]
+	code, body := c.admin(t, http.MethodDelete, "/rate_limit/rules/api/keys/fleet-key", "")
+	var reset struct {
+		Reset        bool   `json:"reset"`
+		Cluster      bool   `json:"cluster"`
+		ClusterError string `json:"cluster_error"`
+	}
+	if err := json.Unmarshal([]byte(body), &reset); code != 200 || err != nil || reset.Reset || !reset.Cluster || reset.ClusterError != "" {
+		t.Errorf("DELETE on node 3: %d %s, want 200, no state here, sent to the cluster", code, body)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, _ := b.admin(t, http.MethodGet, "/rate_limit/rules/api/keys/fleet-key", "")
+		if code == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 2 still has fleet-key 5 s after the reset on node 3 (%d)", code)
+		}
+	}
+
 	a.cmd.Process.Kill() // kill -9: no leave message
 	<-a.exited
 	killed := load(t, 4, func(time.Duration) *caddyProc { return b })
@@ -237,6 +281,21 @@ func TestExampleClusterWrongKey(t *testing.T) {
 			t.Errorf("%s sees %v alive, want the two nodes only", v.Node, got)
 		}
 	}
+}
+
+// exampleText is an example Caddyfile as startExample runs it, as a
+// template for reload.
+func exampleText(t *testing.T, name string) string {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "caddyfile_examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // gossipAddr is the node's gossip address, from its cluster view.

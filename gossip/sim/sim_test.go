@@ -155,3 +155,26 @@ func TestPrintScenarios(t *testing.T) {
 		}
 	}
 }
+
+// TestGossipBytes measures what gossip costs per node at 10 nodes as the
+// active keys grow (Zipf over keys, 20×L offered in all): reports carry
+// the hot keys only.
+func TestGossipBytes(t *testing.T) {
+	keys := []int{10, 1000, 100_000}
+	if testing.Short() || raceEnabled {
+		keys = keys[:2]
+	}
+	for _, k := range keys {
+		s := Scenario{Name: "keys", Dist: Even, Keys: k, Offered: 20, Seconds: 5}
+		if raceEnabled {
+			s.Seconds = 2
+		}
+		r := Run(s)
+		t.Logf("%6d keys: %5.1f entries/report, %6.0f B/node/s", k, r.EntriesPerReport, r.BytesPerNodeSecond)
+		// 20×L in all makes at most a few dozen keys hot (near their
+		// share), however many are active
+		if r.EntriesPerReport > 2*s.Offered {
+			t.Errorf("%d keys: %.1f entries per report", k, r.EntriesPerReport)
+		}
+	}
+}

@@ -9,22 +9,36 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/gossip"
 )
 
 // BenchmarkServeHTTP measures what the rate limit adds to a request: the
 // same chain with and without the handler, one rule keyed by client IP,
 // every request allowed; "with-geo" adds a geo_multiplier, the client's
-// country coming from a geoip database. Each request gets fresh vars, as
+// country coming from a geoip database; "with-cluster-…" makes the rule
+// shared by a cluster (a share looked up per request), for a key that is
+// cold or hot. Each request gets fresh vars, as
 // Caddy's server gives it, in every case.
 func BenchmarkServeHTTP(b *testing.B) {
 	rule := Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}
 	limited := chain(testHandler(b, new(App), rule))
 	rule.Name, rule.GeoMultiplier = "geo", map[string]float64{"RU": 1.5, "US": 1, "default": 0.5}
 	geoLimited := chain(testHandler(b, geoApp(b), rule))
+	// scope cluster in a cluster of 3: the key is cold (the cold share),
+	// or hot (tracked, its share set by the cluster)
+	rule.Name, rule.GeoMultiplier, rule.clustered = "shared", nil, true
+	app, _ := clusterApp(3)
+	clustered := chain(testHandler(b, app, rule))
+	rule.Name = "shared-hot"
+	app, sh := clusterApp(3)
+	sh.SetRules([]gossip.Rule{{Name: rule.Name, Window: time.Hour, Demand: func(string) uint64 { return 0 }}})
+	sh.Track(gossip.KeyHash(rule.Name), "5.255.255.7", 1<<31)
+	clusteredHot := chain(testHandler(b, app, rule))
 	for _, bc := range []struct {
 		name    string
 		handler caddyhttp.Handler
-	}{{"without", ok}, {"with", limited}, {"with-geo", geoLimited}} {
+	}{{"without", ok}, {"with", limited}, {"with-geo", geoLimited}, {"with-cluster-cold-key", clustered}, {"with-cluster-hot-key", clusteredHot}} {
 		b.Run(bc.name, func(b *testing.B) {
 			base := newRequest("5.255.255.7")
 			w := httptest.NewRecorder()

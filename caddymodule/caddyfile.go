@@ -32,6 +32,11 @@ func init() {
 //	    headers        ietf|legacy|both|off
 //	    retry_jitter   <fraction>
 //	    max_keys       <count>
+//	    scope          cluster|node           # default cluster when the global option has a cluster
+//	    geo_multiplier <CC> <factor>... [default <factor>]
+//	    tier           <name> <count>/<window>...  # repeatable
+//	    tier_by        <source>
+//	    key_hash       sha256
 //	    problem_json
 //	    log_key
 //	    match          { <request matchers> }  # repeatable: any set matching is enough

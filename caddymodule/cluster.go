@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // ClusterConfig makes this Caddy one node of a fleet that shares every
@@ -332,14 +333,20 @@ func (a *App) sharedRules() []gossip.Rule {
 			continue
 		}
 		lim := p.lim
-		out = append(out, gossip.Rule{
+		r := gossip.Rule{
 			Name:   p.name,
 			Window: time.Duration(p.rule.Limits[0].Window),
 			Demand: func(key string) uint64 {
 				d, _ := lim.TakeDemand(key)
 				return d
 			},
-		})
+		}
+		switch limiter.Algorithm(p.rule.Algorithm) {
+		case limiter.TokenBucket, limiter.LeakyBucket:
+		default: // a window: its count does not move with a share
+			r.Used = func(key string, now time.Time) uint64 { return uint64(max(lim.UsedAt(key, now), 0)) }
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -60,7 +60,13 @@
 // (3 intervals + 500 ms), cuts applied at once and raises one interval
 // later, bounded in keys (LRU), and the on_partition policy when a node
 // sees no more than half the cluster. Cold keys get (1+10%)/N of the
-// limit, the seed's rule. The deterministic simulator in gossip/sim runs
+// limit, the seed's rule. A window algorithm's count stays with the node
+// that made it when a share moves (a token bucket's state is a rate and
+// needs nothing): its reports carry its use of the window in force
+// (Entry.Admitted, Rule.Used), and every node caps its share at what the
+// others' use leaves of the limit, plus 10%; without it, a move of all
+// traffic admitted 1.31×L in a 1 s window with sliding_window, with it
+// 1.08×L. The deterministic simulator in gossip/sim runs
 // real limiters with these shares over a simulated network; its figures
 // for 10 and 100 nodes are in BENCHMARKS.md. Under local_share, a node in
 // a strict minority whose known peers went silent keeps seen/N of its

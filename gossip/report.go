@@ -18,11 +18,15 @@ type Report struct {
 
 // Entry is one hot key's demand on the sending node over the interval.
 type Entry struct {
-	Rule     uint64 // KeyHash of the rule's name
-	Key      uint64 // KeyHash of the key
-	Limit    uint32 // the rule's global limit in force on the sender, in units per window (first limit)
-	Demand   uint32 // units the key asked for on the sender (allowed or not), saturating
-	Admitted uint32 // units the sender admitted, saturating
+	Rule   uint64 // KeyHash of the rule's name
+	Key    uint64 // KeyHash of the key
+	Limit  uint32 // the rule's global limit in force on the sender, in units per window (first limit)
+	Demand uint32 // units the key asked for on the sender (allowed or not), saturating
+	// Admitted is the units the key has used of its limit on the sender in
+	// the window in force (a window algorithm's count; 0 for buckets),
+	// saturating: the others cap their shares so that their use and this
+	// stay within the limit while a share moves.
+	Admitted uint32
 }
 
 // MaxEntries bounds the entries of one report.

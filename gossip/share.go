@@ -159,6 +159,10 @@ func Allocate(demands []NodeDemand, opts AllocOptions) []NodeShare {
 // a fraction of the limit: the most a partition adds to it.
 const partitionSlack = 0.1
 
+// usedSlack is how much of the limit a share may exceed what the other
+// nodes' use of the window in force leaves (Entry.Admitted).
+const usedSlack = 0.1
+
 // PartitionPolicy is what a node that sees fewer than a majority of the
 // cluster does with its shares (on_partition).
 type PartitionPolicy int
@@ -226,6 +230,7 @@ type demandRec struct {
 	seq  uint64  // the report it came in
 	rate float64 // demand, units per second
 	cap  float64 // the sender's limit, units per window (Entry.Limit)
+	used float64 // the sender's use in the window in force, units (Entry.Admitted)
 }
 
 type keyState struct {
@@ -362,7 +367,7 @@ func (t *ShareTable) Observe(r Report, now time.Time) bool {
 		} else {
 			t.lru.MoveToFront(ks.elem)
 		}
-		ks.reports[r.Node] = demandRec{seq: r.Seq, rate: float64(e.Demand) / interval, cap: float64(e.Limit)}
+		ks.reports[r.Node] = demandRec{seq: r.Seq, rate: float64(e.Demand) / interval, cap: float64(e.Limit), used: float64(e.Admitted)}
 	}
 	return true
 }
@@ -417,6 +422,7 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	keepSilent := minority && t.cfg.OnPartition == LocalShare
 	demands := make([]NodeDemand, 0, len(t.nodes))
 	total, limit, current, silent := 0.0, 0.0, false, 0
+	othersUsed := 0.0 // the other nodes' use of the window in force
 	for name, ns := range t.nodes {
 		alive := name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL
 		if !alive {
@@ -430,6 +436,9 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 			d = rec.rate
 			limit = max(limit, rec.cap)
 			current = true
+			if name != t.cfg.Self {
+				othersUsed += rec.used
+			}
 		} else if ok && !alive {
 			delete(ks.reports, name)
 		}
@@ -451,6 +460,15 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 			target = s.Share
 			break
 		}
+	}
+	if othersUsed > 0 {
+		// A window's count stays with the node that made it: a share that
+		// moves here must leave room for what the others used of the
+		// window in force, or the cluster admits up to 1.3×L in the window
+		// of a move (simulated, sliding_window). The slack keeps the noise
+		// of the others' estimates, always a little above their shares,
+		// from cutting steady shares.
+		target = min(target, max(0, 1-othersUsed/limit)+usedSlack)
 	}
 	if minority && t.cfg.OnPartition == FailClosed {
 		if silent > 0 {

@@ -287,3 +287,32 @@ func TestShareTableBounded(t *testing.T) {
 		t.Fatalf("LRU order: %v", keys)
 	}
 }
+
+// A window's use stays with the node that made it: a node whose share
+// rises keeps room for what the others used of the window in force (plus
+// a slack of 10% of the limit), until their use slides out of it.
+func TestShareTableWindowUse(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tab := NewShareTable(TableConfig{Self: "b", ClusterSize: 2})
+	id := KeyID{1, 7}
+	used := func(node string, seq uint64, demand, used uint32) Report {
+		r := rep(node, seq, demand, 7)
+		r.Entries[0].Admitted = used
+		return r
+	}
+	// the traffic moved from a (which used 800 of the 1,000 in force) to b
+	tab.Observe(used("a", 1, 0, 800), ms(0))
+	tab.Observe(used("b", 1, 200, 0), ms(0))
+	tab.Share(id, time.Second, ms(0))
+	if s, _ := tab.Share(id, time.Second, ms(100)); math.Abs(s-0.3) > 1e-9 {
+		t.Fatalf("a used 800 of 1,000: b's share %v, want 0.3 (1 − 0.8 + 0.1)", s)
+	}
+	// a's use slides out of the window: b's share rises to its allocation
+	tab.Observe(used("a", 2, 0, 0), ms(150))
+	tab.Observe(used("b", 2, 200, 300), ms(150)) // b's own use does not cap it
+	tab.Share(id, time.Second, ms(150))
+	if s, _ := tab.Share(id, time.Second, ms(250)); math.Abs(s-(1-DefaultFloor/2)) > 1e-9 {
+		t.Fatalf("a's use gone: b's share %v, want %v", s, 1-DefaultFloor/2)
+	}
+}

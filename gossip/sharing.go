@@ -19,6 +19,13 @@ type Rule struct {
 	// Demand returns the units asked of key (allowed or not) since its
 	// last call, as limiter.Limiter.TakeDemand does.
 	Demand func(key string) uint64
+	// Used, if set, returns the units key has used in the window in force
+	// (limiter.Limiter.UsedAt): set it for window algorithms, whose count
+	// a share moving to another node does not carry. Reports carry it, and
+	// each node caps its share at what the others' use leaves of the
+	// limit. Buckets leave it nil: their state is a rate, which a share
+	// divides as it is.
+	Used func(key string, now time.Time) uint64
 }
 
 // SharingConfig configures a Sharing.
@@ -192,12 +199,18 @@ func (s *Sharing) Tick(now time.Time) Report {
 		}
 		perInterval := float64(t.limit.Load()) * s.cfg.Interval.Seconds() / rule.Window.Seconds()
 		share := math.Float64frombits(t.share.Load())
-		// Near its share here, or hot elsewhere and asked here: reported.
-		if t.smoothed >= 0.5*share*perInterval || t.smoothed > 0 && s.table.keys[id] != nil {
+		used := uint64(0)
+		if rule.Used != nil {
+			used = rule.Used(*key, now)
+		}
+		// Near its share here, or hot elsewhere and asked here or with a
+		// use of the window in force: reported.
+		if t.smoothed >= 0.5*share*perInterval || (t.smoothed > 0 || used > 0) && s.table.keys[id] != nil {
 			if len(r.Entries) < MaxEntries {
 				t.hot = true
 				r.Entries = append(r.Entries, Entry{
 					Rule: id.Rule, Key: id.Key, Limit: t.limit.Load(), Demand: saturate(t.smoothed),
+					Admitted: uint32(min(used, math.MaxUint32)),
 				})
 			}
 		}

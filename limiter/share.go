@@ -70,3 +70,26 @@ func (l *Limiter) TakeDemand(key string) (demand uint64, share float64) {
 	w[p.shareW] &^= math.MaxUint32
 	return demand, share
 }
+
+// UsedAt returns the units key has used of its first limit in the window
+// in force at now: the count (a sliding window's weighted estimate), at
+// most the limit. It is what a cluster must know of the other nodes'
+// use of a window that a share moving between them does not reset. A
+// bucket (token or leaky) has no window: 0.
+func (l *Limiter) UsedAt(key string, now time.Time) int64 {
+	p := l.plan.Load()
+	if p.algo == TokenBucket || p.algo == LeakyBucket {
+		return 0
+	}
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := s.table.find(h)
+	if !ok {
+		return 0
+	}
+	var st step
+	p.step(&st, 0, s.table.record(slot), s.table.logsAt(slot), now.UnixNano(), 0, 1)
+	return p.limits[0].n - st.quota.Remaining
+}

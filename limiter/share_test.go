@@ -72,3 +72,22 @@ func TestShares(t *testing.T) {
 		t.Fatalf("TakeDemand without Shares = %d, %v", d, s)
 	}
 }
+
+func TestUsedAt(t *testing.T) {
+	for _, algo := range []Algorithm{SlidingWindow, FixedWindow, SlidingLog, TokenBucket} {
+		l := mustNew(t, Config{Algorithm: algo, Limits: []Limit{{Count: 10, Window: s1}}, Shares: true})
+		if got := l.UsedAt("k", base); got != 0 {
+			t.Errorf("%s: a new key used %d", algo, got)
+		}
+		for range 4 {
+			l.AllowScaledAt("k", base, 1, 0.5)
+		}
+		want := int64(4)
+		if algo == TokenBucket {
+			want = 0
+		}
+		if got := l.UsedAt("k", base.Add(ms)); got != want {
+			t.Errorf("%s: used %d after 4 at scale 0.5, want %d", algo, got, want)
+		}
+	}
+}

@@ -50,9 +50,12 @@ type Scenario struct {
 	Limit   int64   // L, units per second; default 1000
 	Offered float64 // offered load, × L (summed over the keys); default 1.5
 	Dist    Dist
-	Keys    int     // default 1; more: Zipf(1.1) over the keys, each with its own L
-	Seed    uint64  // default 1
-	Loss    float64 // probability that a message is lost
+	Keys    int // default 1; more: Zipf(1.1) over the keys, each with its own L
+	// Algorithm is the nodes' limiter algorithm. Default: token bucket
+	// (burst L/10); a window has no burst.
+	Algorithm limiter.Algorithm
+	Seed      uint64  // default 1
+	Loss      float64 // probability that a message is lost
 
 	// Latency is the one-way delay of a message, plus up to Jitter more.
 	// Defaults: 5ms and 5ms.
@@ -172,6 +175,9 @@ func (s *Scenario) defaults() {
 	if s.PartitionSize == 0 {
 		s.PartitionSize = 4
 	}
+	if s.Algorithm == "" {
+		s.Algorithm = limiter.TokenBucket
+	}
 }
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -188,11 +194,15 @@ func Run(s Scenario) Result {
 	for i := range s.Keys {
 		sm.names = append(sm.names, keyName(uint64(i)))
 	}
+	burst := int64(0)
+	if s.Algorithm == limiter.TokenBucket {
+		burst = max(s.Limit/10, 1)
+	}
 	for i := range s.Nodes {
 		lim, err := limiter.New(limiter.Config{
-			Algorithm: limiter.TokenBucket,
+			Algorithm: s.Algorithm,
 			Limits:    []limiter.Limit{{Count: s.Limit, Window: time.Second}},
-			Burst:     max(s.Limit/10, 1),
+			Burst:     burst,
 			Shares:    true,
 		})
 		if err != nil {
@@ -201,10 +211,14 @@ func Run(s Scenario) Result {
 		name := fmt.Sprintf("node-%03d", i)
 		sh := gossip.NewSharing(gossip.SharingConfig{Self: name, Interval: s.Interval, OnPartition: s.OnPartition})
 		sh.SetClusterSize(s.Nodes)
-		sh.SetRules([]gossip.Rule{{Name: "sim", Window: time.Second, Demand: func(key string) uint64 {
+		rule := gossip.Rule{Name: "sim", Window: time.Second, Demand: func(key string) uint64 {
 			d, _ := lim.TakeDemand(key)
 			return d
-		}}})
+		}}
+		if s.Algorithm != limiter.TokenBucket && s.Algorithm != limiter.LeakyBucket {
+			rule.Used = func(key string, now time.Time) uint64 { return uint64(lim.UsedAt(key, now)) }
+		}
+		sh.SetRules([]gossip.Rule{rule})
 		sm.nodes = append(sm.nodes, &node{name: name, lim: lim, share: sh})
 	}
 	return sm.run()

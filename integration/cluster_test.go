@@ -98,6 +98,11 @@ func (p *caddyProc) waitMembers(t *testing.T, n int) clusterView {
 // seconds, each to the node that pick names for the time since the start,
 // and returns the requests admitted (200) in each second.
 func load(t *testing.T, seconds int, pick func(since time.Duration) *caddyProc) []int {
+	return loadPath(t, "/api/x", seconds, pick)
+}
+
+// loadPath is load on path.
+func loadPath(t *testing.T, path string, seconds int, pick func(since time.Duration) *caddyProc) []int {
 	t.Helper()
 	admitted := make([]int, seconds)
 	var mu sync.Mutex
@@ -111,7 +116,7 @@ func load(t *testing.T, seconds int, pick func(since time.Duration) *caddyProc) 
 			defer wg.Done()
 			for sent := range work {
 				p := pick(sent.Sub(start))
-				code, _, err := p.rawGet(context.Background(), "/api/x", "X-Api-Key", "fleet-key")
+				code, _, err := p.rawGet(context.Background(), path, "X-Api-Key", "fleet-key")
 				sec := int(sent.Sub(start) / time.Second)
 				mu.Lock()
 				switch {
@@ -250,6 +255,27 @@ func TestExampleCluster(t *testing.T) {
 			t.Errorf("/login on %s: %v, want 5×200 then 429", p.data.Admin, got)
 		}
 	}
+}
+
+// TestExampleClusterSlidingWindow: the same with the default algorithm,
+// whose nodes report their use of the window in force, so that a share
+// that moves leaves room for it.
+func TestExampleClusterSlidingWindow(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b := nodes[0], nodes[1]
+	all := loadPath(t, "/search/x", 3, func(time.Duration) *caddyProc { return a })
+	wantWithin(t, "all on node 1", all, 1, 0.9, 1.1)
+	moved := loadPath(t, "/search/x", 3, func(time.Duration) *caddyProc { return b })
+	wantWithin(t, "moved to node 2", moved, 1, 0.9, 1.1)
+	var mu sync.Mutex
+	turn := 0
+	split := loadPath(t, "/search/x", 3, func(time.Duration) *caddyProc {
+		mu.Lock()
+		defer mu.Unlock()
+		turn++
+		return nodes[turn%2]
+	})
+	wantWithin(t, "split over nodes 1 and 2", split, 1, 0.9, 1.1)
 }
 
 // TestExampleClusterWrongKey: a node with another secret_key cannot join.

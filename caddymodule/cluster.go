@@ -212,7 +212,7 @@ func (n *clusterNode) sync() {
 		case <-n.stop:
 			return
 		case now := <-t.C:
-			n.sharing.SetClusterSize(clusterSize(n.cluster.Members()))
+			n.sharing.SetClusterSize(clusterSize(n.cluster.Members(), now))
 			r := n.sharing.Tick(now)
 			if err := n.cluster.Broadcast(&r); err != nil {
 				n.logger.Debug("sending report", zap.Error(err))
@@ -221,19 +221,31 @@ func (n *clusterNode) sync() {
 	}
 }
 
-// clusterSize is the number of nodes that share the limits: the members
-// alive, and those declared dead (a dead node may be on the other side of
-// a partition: counting it lets on_partition see the minority), but not
-// those that left.
-func clusterSize(members []gossip.Member) int {
+// clusterSize is the number of nodes that share the limits at now: the
+// members alive, and those declared dead within deadMemory (a dead node
+// may be on the other side of a partition: counting it lets on_partition
+// see the minority), but not those that left.
+func clusterSize(members []gossip.Member, now time.Time) int {
 	n := 0
 	for _, m := range members {
-		if m.State != gossip.StateLeft {
+		switch m.State {
+		case gossip.StateAlive:
 			n++
+		case gossip.StateDead:
+			if now.Sub(m.Since) < deadMemory {
+				n++
+			}
 		}
 	}
 	return n
 }
+
+// deadMemory is how long a member declared dead still counts in the
+// cluster size. Longer holds on_partition through longer partitions;
+// shorter forgets sooner the nodes that crashed and never came back
+// (replaced under other names): while they count, the cold share is
+// smaller, and a fleet that lost half its nodes at once is a minority.
+const deadMemory = 5 * time.Minute
 
 // close leaves the cluster and stops the sync loop.
 func (n *clusterNode) close() {

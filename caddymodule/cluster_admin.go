@@ -19,7 +19,7 @@ type clusterView struct {
 	SyncInterval string       `json:"sync_interval,omitempty"`
 	OnPartition  string       `json:"on_partition,omitempty"`
 	Members      []memberView `json:"members"`
-	Size         int          `json:"size,omitempty"`     // nodes the limits are divided between (alive or dead, not left)
+	Size         int          `json:"size,omitempty"`     // nodes the limits are divided between: alive, or dead for less than 5 minutes
 	Live         int          `json:"live,omitempty"`     // nodes heard from within the share TTL, this one included
 	Minority     bool         `json:"minority,omitempty"` // on_partition applies
 	ColdShare    float64      `json:"cold_share,omitempty"`
@@ -76,7 +76,7 @@ func describeCluster() clusterView {
 		SyncInterval: n.cluster.SyncInterval().String(),
 		OnPartition:  n.policy,
 		Members:      []memberView{},
-		Size:         clusterSize(members),
+		Size:         clusterSize(members, now),
 		Live:         st.Live,
 		Minority:     st.Minority,
 		ColdShare:    st.ColdShare,

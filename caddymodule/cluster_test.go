@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -172,4 +173,20 @@ func count200(t *testing.T, h caddyhttp.Handler, n int) int {
 		}
 	}
 	return allowed
+}
+
+// The cluster size counts members alive, and dead ones for deadMemory,
+// never those that left.
+func TestClusterSize(t *testing.T) {
+	now := time.Unix(10_000, 0)
+	members := []gossip.Member{
+		{Name: "self", State: gossip.StateAlive, Self: true},
+		{Name: "b", State: gossip.StateAlive},
+		{Name: "crashed", State: gossip.StateDead, Since: now.Add(-time.Minute)},
+		{Name: "crashed-long-ago", State: gossip.StateDead, Since: now.Add(-deadMemory)},
+		{Name: "left", State: gossip.StateLeft, Since: now.Add(-time.Second)},
+	}
+	if got := clusterSize(members, now); got != 3 {
+		t.Errorf("cluster size %d, want 3 (self, b, crashed)", got)
+	}
 }

@@ -77,38 +77,40 @@ const (
 // split, and waste the light nodes' headroom). A node's share does not
 // decrease when its own demand grows and the others' do not change.
 func Allocate(demands []NodeDemand, opts AllocOptions) []NodeShare {
-	n := len(demands)
+	sorted := slices.Clone(demands)
+	slices.SortFunc(sorted, func(a, b NodeDemand) int {
+		if c := cmp.Compare(a.Node, b.Node); c != 0 {
+			return c
+		}
+		return cmp.Compare(clean(a.Demand, len(sorted)), clean(b.Demand, len(sorted)))
+	})
+	return allocateSorted(sorted, opts, make([]NodeShare, len(sorted)))
+}
+
+// clean is a demand as Allocate counts it: negative and NaN are 0, and
+// sums of n demands cannot overflow.
+func clean(d float64, n int) float64 {
+	if !(d > 0) { // negative, zero, NaN
+		return 0
+	}
+	return min(d, math.MaxFloat64/float64(4*n))
+}
+
+// allocateSorted is Allocate on demands sorted by node, into out (of the
+// same length): the sums run in that order, so that every node computes
+// the same shares to the last bit.
+func allocateSorted(nodes []NodeDemand, opts AllocOptions, out []NodeShare) []NodeShare {
+	n := len(nodes)
 	if n == 0 {
 		return nil
 	}
-	type node struct {
-		name  string
-		d     float64
-		share float64
-	}
-	nodes := make([]node, n)
-	for i, nd := range demands {
-		d := nd.Demand
-		if !(d > 0) { // negative, zero, NaN
-			d = 0
-		}
-		d = min(d, math.MaxFloat64/float64(4*n)) // sums cannot overflow
-		nodes[i] = node{name: nd.Node, d: d}
-	}
-	slices.SortFunc(nodes, func(a, b node) int {
-		if c := cmp.Compare(a.name, b.name); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.d, b.d)
-	})
-	out := make([]NodeShare, n)
 	total := 0.0
 	for _, x := range nodes {
-		total += x.d
+		total += clean(x.Demand, n)
 	}
 	if total == 0 {
 		for i, x := range nodes {
-			out[i] = NodeShare{x.name, 1 / float64(n)}
+			out[i] = NodeShare{x.Node, 1 / float64(n)}
 		}
 		return out
 	}
@@ -129,19 +131,19 @@ func Allocate(demands []NodeDemand, opts AllocOptions) []NodeShare {
 	}
 	budget := 1 - floorTotal
 	extra := 0.0
-	if total/capacity*(1+headroom) <= budget { // underloaded
-		for i := range nodes {
-			nodes[i].share = nodes[i].d / capacity * (1 + headroom)
-		}
+	under := total/capacity*(1+headroom) <= budget
+	if under {
 		extra = (budget - total/capacity*(1+headroom)) / float64(n)
-	} else { // overloaded: in proportion to demand
-		for i := range nodes {
-			nodes[i].share = budget * (nodes[i].d / total)
-		}
 	}
 	sum := 0.0
 	for i, x := range nodes {
-		out[i] = NodeShare{x.name, phi + x.share + extra}
+		d, share := clean(x.Demand, n), 0.0
+		if under {
+			share = d / capacity * (1 + headroom)
+		} else { // overloaded: in proportion to demand
+			share = budget * (d / total)
+		}
+		out[i] = NodeShare{x.Node, phi + share + extra}
 		sum += out[i].Share
 	}
 	for sum > 1 { // float rounding: shave until the sum fits
@@ -271,6 +273,12 @@ type ShareTable struct {
 	nodes map[string]*nodeState
 	keys  map[KeyID]*keyState
 	lru   *list.List // front: most recently reported
+
+	liveAt  time.Time    // when live was counted (zero: to count again)
+	live    int          // Live(liveAt)
+	order   []string     // the nodes' names, sorted: the order of the sums
+	demands []NodeDemand // Share's buffers
+	shares  []NodeShare
 }
 
 // NewShareTable returns an empty table.
@@ -294,6 +302,7 @@ func NewShareTable(cfg TableConfig) *ShareTable {
 	return &ShareTable{
 		cfg:   cfg,
 		nodes: map[string]*nodeState{cfg.Self: {}},
+		order: []string{cfg.Self},
 		keys:  map[KeyID]*keyState{},
 		lru:   list.New(),
 	}
@@ -341,10 +350,20 @@ func (t *ShareTable) Len() int { return len(t.keys) }
 // of one report split to fit packets (SplitReport) share its Seq, and are
 // all taken. It returns false if ignored.
 func (t *ShareTable) Observe(r Report, now time.Time) bool {
+	return t.observe(r, now, nil)
+}
+
+// observe is Observe, setting grew[i] (if grew is not nil) when entry i
+// raises its sender's demand or use of the key (or is new): only such an
+// entry can cut this node's share, which must then apply at once.
+func (t *ShareTable) observe(r Report, now time.Time, grew []bool) bool {
+	t.liveAt = time.Time{}
 	ns := t.nodes[r.Node]
 	if ns == nil {
 		ns = &nodeState{}
 		t.nodes[r.Node] = ns
+		i, _ := slices.BinarySearch(t.order, r.Node)
+		t.order = slices.Insert(t.order, i, r.Node)
 	} else if !ns.seen.IsZero() && r.Seq < ns.seq && now.Sub(ns.seen) <= t.cfg.TTL {
 		return false
 	}
@@ -353,7 +372,7 @@ func (t *ShareTable) Observe(r Report, now time.Time) bool {
 	if interval <= 0 {
 		interval = t.cfg.Interval.Seconds()
 	}
-	for _, e := range r.Entries {
+	for i, e := range r.Entries {
 		id := KeyID{e.Rule, e.Key}
 		ks := t.keys[id]
 		if ks == nil {
@@ -367,7 +386,12 @@ func (t *ShareTable) Observe(r Report, now time.Time) bool {
 		} else {
 			t.lru.MoveToFront(ks.elem)
 		}
-		ks.reports[r.Node] = demandRec{seq: r.Seq, rate: float64(e.Demand) / interval, cap: float64(e.Limit), used: float64(e.Admitted)}
+		rec := demandRec{seq: r.Seq, rate: float64(e.Demand) / interval, cap: float64(e.Limit), used: float64(e.Admitted)}
+		if grew != nil {
+			old, ok := ks.reports[r.Node]
+			grew[i] = !ok || old.seq+1 < r.Seq || rec.rate > old.rate || rec.used > old.used || rec.cap != old.cap
+		}
+		ks.reports[r.Node] = rec
 	}
 	return true
 }
@@ -379,12 +403,16 @@ func (t *ShareTable) drop(ks *keyState) {
 
 // Live is the number of live nodes, self included.
 func (t *ShareTable) Live(now time.Time) int {
+	if !t.liveAt.IsZero() && now.Equal(t.liveAt) {
+		return t.live
+	}
 	n := 0
 	for name, ns := range t.nodes {
 		if name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL {
 			n++
 		}
 	}
+	t.liveAt, t.live = now, n
 	return n
 }
 
@@ -420,10 +448,12 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 		return 1, true
 	}
 	keepSilent := minority && t.cfg.OnPartition == LocalShare
-	demands := make([]NodeDemand, 0, len(t.nodes))
+	demands := t.demands[:0]
+	defer func() { t.demands = demands[:0] }()
 	total, limit, current, silent := 0.0, 0.0, false, 0
 	othersUsed := 0.0 // the other nodes' use of the window in force
-	for name, ns := range t.nodes {
+	for _, name := range t.order {
+		ns := t.nodes[name]
 		alive := name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL
 		if !alive {
 			silent++
@@ -454,7 +484,10 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	opts := t.cfg.Alloc
 	opts.Capacity = capacity
 	target := 0.0
-	shares := Allocate(demands, opts)
+	if cap(t.shares) < len(demands) {
+		t.shares = make([]NodeShare, len(demands))
+	}
+	shares := allocateSorted(demands, opts, t.shares[:len(demands)])
 	for _, s := range shares {
 		if s.Node == t.cfg.Self {
 			target = s.Share

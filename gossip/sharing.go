@@ -226,7 +226,10 @@ func (s *Sharing) Tick(now time.Time) Report {
 }
 
 // Observe takes a report (or a part of one) from another node: shares it
-// cuts apply at once, raises at the next Tick after the raise delay.
+// cuts apply at once, raises at the next Tick after the raise delay. Only
+// the keys whose demand or use the report raises are computed again here
+// (the others' shares can only rise), so that a node keeps up with many
+// hot keys.
 // Entries of rules not shared here are ignored.
 func (s *Sharing) Observe(r Report, now time.Time) {
 	rules := *s.rules.Load()
@@ -240,12 +243,16 @@ func (s *Sharing) Observe(r Report, now time.Time) {
 	r.Entries = entries
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.table.Observe(r, now) {
+	grew := make([]bool, len(r.Entries))
+	if !s.table.observe(r, now, grew) {
 		return
 	}
-	for _, e := range r.Entries {
+	for i, e := range r.Entries {
 		id := KeyID{e.Rule, e.Key}
 		v, ok := s.keys.Load(id)
+		if ok && !grew[i] {
+			continue // no cut: a raise waits for the next Tick anyway
+		}
 		if !ok {
 			if !s.reserve() {
 				continue

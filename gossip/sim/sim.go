@@ -72,7 +72,9 @@ type Scenario struct {
 	// the others (and the others from them) from then on.
 	PartitionAt   time.Duration
 	PartitionSize int
-	OnPartition   gossip.PartitionPolicy
+	// HealAt: if set, the partition ends then.
+	HealAt      time.Duration
+	OnPartition gossip.PartitionPolicy
 }
 
 // Result is what a Scenario gave.
@@ -292,7 +294,7 @@ func (sm *sim) poisson(mean float64) int {
 
 func (sm *sim) partitioned(a, b int, t time.Duration) bool {
 	s := sm.s
-	if s.PartitionAt == 0 || t < s.PartitionAt {
+	if s.PartitionAt == 0 || t < s.PartitionAt || s.HealAt > 0 && t >= s.HealAt {
 		return false
 	}
 	return (a < s.PartitionSize) != (b < s.PartitionSize)

@@ -64,11 +64,12 @@
 // that made it when a share moves (a token bucket's state is a rate and
 // needs nothing): its reports carry its use of the window in force
 // (Entry.Admitted, Rule.Used), and every node caps its share at what the
-// others' use leaves of the limit, plus 10%; without it, a move of all
-// traffic admitted 1.31×L in a 1 s window with sliding_window, with it
-// 1.08×L. The deterministic simulator in gossip/sim runs
-// real limiters with these shares over a simulated network; its figures
-// for 10 and 100 nodes are in BENCHMARKS.md. Under local_share, a node in
+// others' use leaves of the limit, plus 5%, a cap that lifts as soon as
+// their windows slide (no raise delay); without it, a move of all traffic
+// admitted 1.31×L in a 1 s window with sliding_window, with it 1.09×L.
+// The deterministic simulator in gossip/sim runs real limiters with
+// these shares over a simulated network; its figures for 10 and 100 nodes
+// are in BENCHMARKS.md. Under local_share, a node in
 // a strict minority whose known peers went silent keeps seen/N of its
 // share, and its side at most 10% of the limit, since the majority will
 // reclaim the silent nodes' shares: a 4|6 partition admits 1.03–1.05×L.

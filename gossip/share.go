@@ -163,7 +163,7 @@ const partitionSlack = 0.1
 
 // usedSlack is how much of the limit a share may exceed what the other
 // nodes' use of the window in force leaves (Entry.Admitted).
-const usedSlack = 0.1
+const usedSlack = 0.05
 
 // PartitionPolicy is what a node that sees fewer than a majority of the
 // cluster does with its shares (on_partition).
@@ -494,14 +494,16 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 			break
 		}
 	}
+	// A window's count stays with the node that made it: a share that
+	// moves here must leave room for what the others used of the window
+	// in force, or the cluster admits up to 1.3×L in the window of a move
+	// (simulated, sliding_window). The cap applies after the raise delay,
+	// which is for the others to cut first: as their windows slide, it
+	// rises at once. The slack keeps the noise of the others' estimates,
+	// always a little above their shares, from cutting steady shares.
+	room := 1.0
 	if othersUsed > 0 {
-		// A window's count stays with the node that made it: a share that
-		// moves here must leave room for what the others used of the
-		// window in force, or the cluster admits up to 1.3×L in the window
-		// of a move (simulated, sliding_window). The slack keeps the noise
-		// of the others' estimates, always a little above their shares,
-		// from cutting steady shares.
-		target = min(target, max(0, 1-othersUsed/limit)+usedSlack)
+		room = max(0, 1-othersUsed/limit) + usedSlack
 	}
 	if minority && t.cfg.OnPartition == FailClosed {
 		if silent > 0 {
@@ -527,7 +529,7 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 			target *= capped / (seen * f)
 		}
 	}
-	return t.settle(ks, target, now), true
+	return min(t.settle(ks, target, now), room), true
 }
 
 // settle applies the raise delay: a cut at once, a raise after RaiseDelay.

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -168,9 +169,14 @@ type clusterNode struct {
 	policy  string
 	cluster *gossip.Cluster
 	sharing *gossip.Sharing
+	ready   atomic.Pointer[gossip.Sharing] // sharing, once set up: for memberlist's goroutine
 	logger  *zap.Logger
-	stop    chan struct{}
-	done    chan struct{}
+
+	expected int       // the nodes the join list names, this one included
+	started  time.Time // when the node started
+	joined   bool      // it has seen another member; only the sync loop reads it
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // startClusterNode binds, starts the membership (joining in the
@@ -190,6 +196,13 @@ func startClusterNode(s clusterSettings, logger *zap.Logger) (*clusterNode, erro
 	n.sharing = gossip.NewSharing(gossip.SharingConfig{
 		Self: c.Name(), Interval: c.SyncInterval(), OnPartition: s.policy, MaxKeys: s.maxKeys,
 	})
+	// Until it has joined, a node counts the cluster its join list names
+	// (with itself): a node that restarts does not limit as if it were
+	// alone, admitting a burst, while it learns the shares again.
+	n.expected = expectedSize(cfg.Join, c.Addr(), cfg.Bind)
+	n.sharing.SetClusterSize(n.expected)
+	n.started = time.Now()
+	n.ready.Store(n.sharing)
 	logger.Info("cluster node started",
 		zap.String("node", c.Name()), zap.String("addr", c.Addr()),
 		zap.Strings("join", cfg.Join), zap.Duration("sync_interval", c.SyncInterval()),
@@ -198,8 +211,33 @@ func startClusterNode(s clusterSettings, logger *zap.Logger) (*clusterNode, erro
 	return n, nil
 }
 
-// observe takes a report from another node.
-func (n *clusterNode) observe(r gossip.Report) { n.sharing.Observe(r, time.Now()) }
+// observe takes a report from another node (from memberlist's side, which
+// may call it before startClusterNode has set the sharing up).
+func (n *clusterNode) observe(r gossip.Report) {
+	if sh := n.ready.Load(); sh != nil {
+		sh.Observe(r, time.Now())
+	}
+}
+
+// expectedSize is the number of nodes a join list names, this node (at
+// one of its addresses) included.
+func expectedSize(join []string, self ...string) int {
+	nodes := make(map[string]bool)
+	for _, j := range join {
+		nodes[j] = true
+	}
+	for _, a := range self {
+		if nodes[a] {
+			return len(nodes)
+		}
+	}
+	return len(nodes) + 1
+}
+
+// joinGrace is how long a node that has not joined yet counts the nodes of
+// its join list: past it, a node whose seeds are all down (the first of a
+// fleet to start) limits as the cluster it is.
+const joinGrace = 10 * time.Second
 
 // sync sends this node's report every interval, and keeps the cluster size
 // the shares are computed for up to date.
@@ -212,7 +250,13 @@ func (n *clusterNode) sync() {
 		case <-n.stop:
 			return
 		case now := <-t.C:
-			n.sharing.SetClusterSize(clusterSize(n.cluster.Members(), now))
+			size := clusterSize(n.cluster.Members(), now)
+			if size > 1 {
+				n.joined = true
+			} else if !n.joined && now.Sub(n.started) < joinGrace {
+				size = n.expected
+			}
+			n.sharing.SetClusterSize(size)
 			r := n.sharing.Tick(now)
 			if err := n.cluster.Broadcast(&r); err != nil {
 				n.logger.Debug("sending report", zap.Error(err))

@@ -190,3 +190,19 @@ func TestClusterSize(t *testing.T) {
 		t.Errorf("cluster size %d, want 3 (self, b, crashed)", got)
 	}
 }
+
+func TestExpectedSize(t *testing.T) {
+	for _, c := range []struct {
+		join []string
+		want int
+	}{
+		{nil, 1},
+		{[]string{"10.0.0.5:7946", "10.0.0.6:7946", "10.0.0.7:7946"}, 3}, // the same list on every node
+		{[]string{"10.0.0.6:7946", "10.0.0.7:7946"}, 3},                  // the others only
+		{[]string{"10.0.0.6:7946", "10.0.0.6:7946"}, 2},                  // a seed twice
+	} {
+		if got := expectedSize(c.join, "10.0.0.5:7946", "0.0.0.0:7946"); got != c.want {
+			t.Errorf("join %v: %d, want %d", c.join, got, c.want)
+		}
+	}
+}

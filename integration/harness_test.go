@@ -139,7 +139,8 @@ type caddyProc struct {
 	stderr *syncBuffer
 	exited chan struct{}
 
-	reloaded bool // a config was loaded since the start
+	reloaded bool     // a config was loaded since the start
+	env      []string // the environment it was started with, beyond the harness's
 }
 
 // syncBuffer is a bytes.Buffer safe for the writer goroutine of exec.
@@ -203,6 +204,7 @@ func startCaddy(t *testing.T, caddyfile string, env ...string) *caddyProc {
 		fmt.Sprintf("EDGELIMIT_PORT=%d", p.data.HTTP), // for {$EDGELIMIT_PORT} in caddyfile_examples
 	)
 	p.cmd.Env = append(p.cmd.Env, env...)
+	p.env = env
 	p.cmd.Stdout = p.stderr
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/limiter"
@@ -187,7 +189,7 @@ func startClusterNode(s clusterSettings, logger *zap.Logger) (*clusterNode, erro
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	cfg := s.gossip
-	cfg.Logger = log.New(zap.NewStdLog(logger.Named("memberlist")).Writer(), "", 0)
+	cfg.Logger = log.New(memberlistLog{logger.Named("memberlist")}, "", 0)
 	c, err := gossip.New(cfg, n.observe, resetLocal)
 	if err != nil {
 		return nil, err
@@ -405,4 +407,27 @@ func (a *App) sharedRules() []gossip.Rule {
 		out = append(out, r)
 	}
 	return out
+}
+
+// memberlistLog writes memberlist's log lines ("[DEBUG] memberlist: …")
+// to a zap logger at their level: its debug lines (every stream
+// connection, every push/pull) stay out of an info log.
+type memberlistLog struct{ logger *zap.Logger }
+
+func (m memberlistLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level, msg := zapcore.InfoLevel, line
+	for prefix, l := range map[string]zapcore.Level{
+		"[DEBUG] ": zapcore.DebugLevel, "[INFO] ": zapcore.InfoLevel,
+		"[WARN] ": zapcore.WarnLevel, "[ERR] ": zapcore.ErrorLevel,
+	} {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			level, msg = l, strings.TrimPrefix(rest, "memberlist: ")
+			break
+		}
+	}
+	if ce := m.logger.Check(level, msg); ce != nil {
+		ce.Write()
+	}
+	return len(p), nil
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/edgebyte/edgelimit/gossip"
 )
@@ -204,5 +206,26 @@ func TestExpectedSize(t *testing.T) {
 		if got := expectedSize(c.join, "10.0.0.5:7946", "0.0.0.0:7946"); got != c.want {
 			t.Errorf("join %v: %d, want %d", c.join, got, c.want)
 		}
+	}
+}
+
+func TestMemberlistLog(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	w := memberlistLog{zap.New(core)}
+	for _, line := range []string{
+		"[DEBUG] memberlist: Stream connection from=127.0.0.1:40816\n",
+		"[WARN] memberlist: Was able to connect to b over TCP but UDP probes failed\n",
+		"[ERR] memberlist: Failed to send ping\n",
+		"no level\n",
+	} {
+		w.Write([]byte(line))
+	}
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Level.String()+" "+e.Message)
+	}
+	want := "[debug Stream connection from=127.0.0.1:40816 warn Was able to connect to b over TCP but UDP probes failed error Failed to send ping info no level]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("got %v\\nwant %s", got, want)
 	}
 }

@@ -45,10 +45,14 @@ func tolerance(capacity, w, n int64) u128 {
 
 // tokenBucket is GCRA with a tolerance of capacity units: a request fits if
 // the TAT after it is at most capacity×w/n ahead of now. State: a, b = TAT.
-// A TAT further ahead than that counts as a full bucket (see atMostFull).
-func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64) {
+// If scaled, a TAT further ahead than that counts as a full bucket (see
+// atMostFull).
+func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64, scaled bool) {
 	tau := tolerance(capacity, w, n)
-	x := min128(backlog(a, b, now, n), tau)
+	x := backlog(a, b, now, n)
+	if scaled {
+		x = min128(x, tau)
+	}
 	if cost > capacity {
 		*s = step{quota: tokenQuota(n, w, tau, x), retry: w, never: true}
 		return
@@ -63,12 +67,15 @@ func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64) {
 }
 
 // atMostFull moves a token bucket's TAT back to a full bucket's, capacity
-// units ahead of now, if it is further ahead: a bucket is never more than
-// full. A TAT further ahead is left by a smaller scale (where rounding up
-// to one unit makes a unit cost much longer) or a smaller limit, or by the
-// clock going back; without this, a key whose share of a cluster's limit
-// rises from a sliver would wait out the long TAT the sliver left before
-// using its new share.
+// units ahead of now, if it is further ahead. It applies to scaled
+// decisions only, whose scale changes (a cluster share, a country's
+// factor): a TAT further ahead than a full bucket is then left by a
+// smaller scale, where rounding up to one unit makes a unit cost much
+// longer, and is not a debt; without this, a key whose share of a
+// cluster's limit rises from a sliver would wait out the long TAT the
+// sliver left before using its new share. Unscaled, such a TAT is left by
+// the clock going back (or a smaller limit), and is kept: the bucket is
+// never nearer to empty for it.
 func atMostFull(a, b *uint64, now, w, n, capacity int64) {
 	tau := tolerance(capacity, w, n)
 	if tau.less(backlog(*a, *b, now, n)) {

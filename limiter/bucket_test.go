@@ -24,9 +24,8 @@ func TestTokenBucket(t *testing.T) {
 		{at: 20 * s1, cost: 4, ok: false, rem: 0, reset: 10 * s1, retry: 10 * s1},
 		{at: 20 * s1, cost: 0, ok: true, rem: 0, reset: 10 * s1},
 		{at: 20 * s1, cost: -3, ok: true, rem: 0, reset: 10 * s1},
-		// time going backwards: the bucket is no emptier, and no more than
-		// full (its TAT, 15s ahead, counts as the 10s of a full bucket)
-		{at: 15 * s1, cost: 1, ok: false, rem: 0, reset: 10 * s1, retry: 3333333334 * ns},
+		// time going backwards: the bucket is further from full, never nearer
+		{at: 15 * s1, cost: 1, ok: false, rem: 0, reset: 15 * s1, retry: 8333333334 * ns},
 		{at: 30 * s1, cost: 3, ok: true, rem: 0, reset: 10 * s1},
 	})
 }
@@ -59,19 +58,21 @@ func TestTokenBucketExactRate(t *testing.T) {
 
 // A bucket left further ahead than a full one by a smaller scale (a
 // cluster share that was a sliver: one unit then costs a whole second)
-// counts as full at a larger scale, not as a debt of a second.
+// counts as full at a larger scale, not as a debt of a second. (Unscaled,
+// as when the clock goes back, the TAT is kept: see TestTokenBucket.)
 func TestTokenBucketScaleRise(t *testing.T) {
 	l := mustNew(t, Config{Algorithm: TokenBucket, Limits: []Limit{{200, s1}}, Burst: 20})
 	if d := l.AllowScaledAt("k", base, 1, 0.005); !d.Allowed || d.Quotas[0].Reset != s1 {
 		t.Fatalf("at scale 0.005 (1 per second): %+v", d)
 	}
-	// at scale 1 the bucket holds 20 units of 5ms: the TAT 1s ahead is a full bucket
-	d := l.AllowScaledAt("k", base, 1, 1)
-	if d.Allowed || d.RetryAfter != 5*ms || d.Quotas[0].Reset != 100*ms {
-		t.Fatalf("at scale 1, at once: allowed %v, RetryAfter %v, Reset %v; want denied, 5ms, 100ms", d.Allowed, d.RetryAfter, d.Quotas[0].Reset)
+	// at scale 0.8 the bucket holds 16 units of 6.25ms: the TAT 1s ahead
+	// is a full bucket
+	d := l.AllowScaledAt("k", base, 1, 0.8)
+	if d.Allowed || d.RetryAfter != 6250*time.Microsecond || d.Quotas[0].Reset != 100*ms {
+		t.Fatalf("at scale 0.8, at once: allowed %v, RetryAfter %v, Reset %v; want denied, 6.25ms, 100ms", d.Allowed, d.RetryAfter, d.Quotas[0].Reset)
 	}
-	if d := l.AllowScaledAt("k", base.Add(5*ms), 1, 1); !d.Allowed {
-		t.Fatalf("at scale 1, 5ms later: denied, RetryAfter %v", d.RetryAfter)
+	if d := l.AllowScaledAt("k", base.Add(6250*time.Microsecond), 1, 0.8); !d.Allowed {
+		t.Fatalf("at scale 0.8, 6.25ms later: denied, RetryAfter %v", d.RetryAfter)
 	}
 }
 

@@ -136,7 +136,7 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 		p.blocked(d)
 		return
 	}
-	if take {
+	if take && scale != 1 {
 		p.atMostFull(words, now, scale)
 	}
 	if len(p.limits) == 1 && p.burstW == 0 {
@@ -248,7 +248,7 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 	case SlidingLog:
 		slidingLog(s, &logs[lp.word], now, lp.w, n, cost)
 	case TokenBucket:
-		tokenBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, scaled(lp.capacity, scale), cost)
+		tokenBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, scaled(lp.capacity, scale), cost, scale != 1)
 	case LeakyBucket:
 		depth := int64(0)
 		if lp.capacity > 0 {
@@ -259,7 +259,7 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 }
 
 // atMostFull makes a key's token buckets (its limits' and its burst
-// bucket) no more than full at scale.
+// bucket) no more than full at scale (a scale other than 1).
 func (p *plan) atMostFull(words []uint64, now int64, scale float64) {
 	if p.algo == TokenBucket {
 		for _, lp := range p.limits {
@@ -276,7 +276,7 @@ func (p *plan) atMostFull(words []uint64, now int64, scale float64) {
 // nothing.
 func (p *plan) burstStep(s *step, words []uint64, now, cost int64, scale float64) {
 	lp := &p.limits[p.burstAt]
-	tokenBucket(s, words[p.burstW], words[p.burstW+1], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale), cost)
+	tokenBucket(s, words[p.burstW], words[p.burstW+1], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale), cost, scale != 1)
 }
 
 // blocked is the decision for a limit scaled to zero: nothing passes.

@@ -16,6 +16,12 @@ import (
 // sent with Host: localhost:PORT, as curl would for the examples' site.
 func startExample(t *testing.T, name string, env ...string) *caddyProc {
 	t.Helper()
+	return startExampleAt(t, loopback, name, env...)
+}
+
+// startExampleAt is startExample at a place.
+func startExampleAt(t *testing.T, at place, name string, env ...string) *caddyProc {
+	t.Helper()
 	needCaddy(t)
 	root, err := moduleRoot()
 	if err != nil {
@@ -32,7 +38,7 @@ func startExample(t *testing.T, name string, env ...string) *caddyProc {
 	if !strings.Contains(text, "http://localhost:{$EDGELIMIT_PORT:8080}") {
 		t.Fatalf("%s: its site address is not http://localhost:{$EDGELIMIT_PORT:8080}", name)
 	}
-	p := startCaddy(t, withGlobals(text), env...)
+	p := startCaddyAt(t, at, withGlobals(text), env...)
 	p.host = fmt.Sprintf("localhost:%d", p.data.HTTP)
 	return p
 }

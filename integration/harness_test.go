@@ -139,6 +139,7 @@ type caddyProc struct {
 	stderr *syncBuffer
 	exited chan struct{}
 
+	ip       string   // the address its HTTP server and admin endpoint are reached at
 	reloaded bool     // a config was loaded since the start
 	env      []string // the environment it was started with, beyond the harness's
 }
@@ -166,16 +167,30 @@ func (b *syncBuffer) String() string {
 // if t failed.
 func startCaddy(t *testing.T, caddyfile string, env ...string) *caddyProc {
 	t.Helper()
+	return startCaddyAt(t, loopback, caddyfile, env...)
+}
+
+// place is where a Caddy runs: in a network namespace, at an address of
+// it, or on the test's own loopback.
+type place struct{ netns, ip string }
+
+// loopback is the test's own network.
+var loopback = place{ip: "127.0.0.1"}
+
+// startCaddyAt is startCaddy at a place.
+func startCaddyAt(t *testing.T, at place, caddyfile string, env ...string) *caddyProc {
+	t.Helper()
 	needCaddy(t)
 	dir := t.TempDir()
 	ports := freePorts(t, 2)
 	p := &caddyProc{
 		dir:    dir,
+		ip:     at.ip,
 		stderr: &syncBuffer{},
 		exited: make(chan struct{}),
 		data: caddyfileData{
 			HTTP:    ports[0],
-			Admin:   fmt.Sprintf("127.0.0.1:%d", ports[1]),
+			Admin:   net.JoinHostPort(at.ip, fmt.Sprint(ports[1])),
 			Storage: filepath.Join(dir, "storage"),
 		},
 		client: &http.Client{
@@ -195,6 +210,9 @@ func startCaddy(t *testing.T, caddyfile string, env ...string) *caddyProc {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(caddyBin, "run", "--config", file, "--adapter", "caddyfile")
+	if at.netns != "" { // ip netns exec execs Caddy: the process is Caddy's
+		p.cmd = exec.Command("ip", append([]string{"netns", "exec", at.netns}, p.cmd.Args...)...)
+	}
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(),
 		"HOME="+dir,
@@ -288,7 +306,7 @@ func (p *caddyProc) adminUp(url string) bool {
 }
 
 func (p *caddyProc) httpUp() bool {
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.data.HTTP), time.Second)
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(p.ip, fmt.Sprint(p.data.HTTP)), time.Second)
 	if err != nil {
 		return false
 	}
@@ -347,7 +365,7 @@ func (p *caddyProc) stop() {
 
 // url is the address of path on the HTTP server.
 func (p *caddyProc) url(path string) string {
-	return fmt.Sprintf("http://127.0.0.1:%d%s", p.data.HTTP, path)
+	return fmt.Sprintf("http://%s%s", net.JoinHostPort(p.ip, fmt.Sprint(p.data.HTTP)), path)
 }
 
 // get requests path with headers given as name, value pairs ("Host" sets

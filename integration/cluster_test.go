@@ -290,7 +290,7 @@ func TestExampleCluster(t *testing.T) {
 // windows (alone too: the first window fills at once, the next lets its
 // estimate decay), and it leaves more unused than a token bucket while
 // shares move (0.88×L and up measured; judged from 0.8×L, as this test
-// shares the machine with the others').
+// shares the machine with the other tests).
 func TestExampleClusterSlidingWindow(t *testing.T) {
 	nodes := startCluster(t, 3)
 	a, b := nodes[0], nodes[1]

@@ -64,7 +64,7 @@ func slope(ys []float64) float64 {
 func TestSoak(t *testing.T) {
 	seconds := envInt(t, "EDGELIMIT_SOAK_SECONDS", 20)
 	p := startCaddy(t, soakCaddyfile)
-	var hot [3600 * 24]atomic.Int64 // admitted of the hot key, by second
+	var hot, asked [3600 * 24]atomic.Int64 // the hot key's requests admitted and sent, by second
 	var failed atomic.Int64
 	start := time.Now()
 	ctx, stop := context.WithTimeout(context.Background(), time.Duration(seconds)*time.Second)
@@ -91,8 +91,9 @@ func TestSoak(t *testing.T) {
 		defer tick.Stop()
 		for ctx.Err() == nil {
 			<-tick.C
-			code, _, err := p.rawGet(context.Background(), "/api/x", "X-Key", "hot")
 			sec := int(time.Since(start) / time.Second)
+			asked[sec].Add(1)
+			code, _, err := p.rawGet(context.Background(), "/api/x", "X-Key", "hot")
 			switch {
 			case err != nil:
 				failed.Add(1)
@@ -126,15 +127,18 @@ func TestSoak(t *testing.T) {
 		t.Errorf("%d requests failed", failed.Load())
 	}
 	var perSecond []int64
-	for s := 1; s < seconds-1; s++ { // whole seconds, past the first
+	// whole seconds, past the first two: the key's first window, begun
+	// mid-window, fills in half a second, and the next lets it decay
+	for s := 2; s < seconds-1; s++ {
 		perSecond = append(perSecond, hot[s].Load())
 	}
 	half := len(heap) / 2
 	t.Logf("hot key admitted per second %v; heap %.1f→%.1f MB (slope %.3f MB/min over the second half); goroutines %v→%v (slope %.2f/min)",
 		perSecond, heap[0], heap[len(heap)-1], slope(heap[half:])*60, routines[0], routines[len(routines)-1], slope(routines[half:])*60)
 	for i, n := range perSecond {
-		if n < 95 || n > 105 {
-			t.Errorf("second %d: the hot key got %d, want 100 (95–105)", i+1, n)
+		// 100, or what was asked if the load fell behind (a busy machine)
+		if want := min(100, asked[i+2].Load()); n < want-5 || n > 105 {
+			t.Errorf("second %d: the hot key got %d of %d asked, want %d (±5)", i+2, n, asked[i+2].Load(), want)
 		}
 	}
 	if heap[len(heap)-1] > heap[half]+16 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"go.uber.org/zap"
@@ -227,5 +228,26 @@ func TestMemberlistLog(t *testing.T) {
 	want := "[debug Stream connection from=127.0.0.1:40816 warn Was able to connect to b over TCP but UDP probes failed error Failed to send ping info no level]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("got %v\\nwant %s", got, want)
+	}
+}
+
+// A key of a shared rule longer than 1 KiB is followed as its SHA-256: a
+// client cannot make a node hold megabytes a key.
+func TestClusterLongKey(t *testing.T) {
+	rule := Rule{Name: "long", Limits: []Limit{{Count: 100, Window: caddy.Duration(time.Hour)}}, By: []string{"header X-Key"}}
+	rule.clustered = true
+	app, sh := clusterApp(10)
+	h := chain(testHandler(t, app, rule))
+	long := strings.Repeat("k", 1<<20)
+	for range 8 { // 11 allowed here (1.1/10 of 100): past half, the key is followed
+		r := newRequest("203.0.113.11")
+		r.Header.Set("X-Key", long)
+		if got := status(t, h, r); got != 200 {
+			t.Fatalf("status %d", got)
+		}
+	}
+	shares := sh.Shares(0)
+	if len(shares) != 1 || shares[0].Key != hashedKey(long) {
+		t.Fatalf("tracked %d keys, want the long key as its SHA-256", len(shares))
 	}
 }

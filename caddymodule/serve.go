@@ -15,6 +15,13 @@ import (
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
+// maxSharedKeyBytes bounds the keys of a rule with scope cluster: a longer
+// one is replaced by its SHA-256 (hex), the same on every node. A node
+// keeps the keys it follows in the cluster (up to max_keys of them) and
+// resets travel with the key: a client must not make either hold
+// megabytes a key.
+const maxSharedKeyBytes = 1024
+
 // statusClientClosed is the status logged when the client leaves while
 // its request is held by a leaky bucket (nginx's 499).
 const statusClientClosed = 499
@@ -56,7 +63,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				continue
 			}
 		}
-		if ru.KeyHash != "" {
+		if ru.KeyHash != "" || ru.clustered && len(key) > maxSharedKeyBytes {
 			key = hashedKey(key)
 		}
 		cost, err := ru.costOf(repl)

@@ -462,3 +462,40 @@ func TestSharingClusterKilledNode(t *testing.T) {
 		t.Errorf("n0's stats after the crash: %+v", st)
 	}
 }
+
+// Every packet sent again 1 s later (a replay of captured traffic, which
+// memberlist's encryption does not stop): the replayed reports are older
+// than the ones their senders sent since, and are ignored; the shares are
+// those of a clean network, and follow the traffic when it moves.
+func TestSharingClusterReplay(t *testing.T) {
+	nodes := startSharedCluster(t, 3, LocalShare)
+	for _, n := range nodes {
+		n.ft.SetReplay(time.Second)
+	}
+	const key = "10.0.0.8"
+	hot := func(i int) {
+		t.Helper()
+		pollShares(t, clusterDeadline, nodes, key, fmt.Sprintf("%s to get the key despite the replays", nodes[i].name), func() bool {
+			for j, n := range nodes {
+				share, _, tracked := n.share(key)
+				if !tracked || j == i && share <= 0.9 || j != i && share >= 0.05 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	stop := nodes[0].drive(key, clusterRate)
+	hot(0)
+	stop()
+	nodes[1].drive(key, clusterRate)
+	hot(1)
+	// a second after the move, n0's replayed reports of the key (n0 hot)
+	// keep arriving: n1 keeps the key all that time
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if share, _, _ := nodes[1].share(key); share <= 0.9 {
+			t.Fatalf("a replayed report cut n1's share to %v", share)
+		}
+	}
+	checkClusterStats(t, nodes)
+}

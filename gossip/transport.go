@@ -28,6 +28,7 @@ type FaultTransport struct {
 	mu      sync.Mutex
 	drop    float64
 	delay   time.Duration
+	replay  time.Duration
 	blocked map[string]bool
 
 	maxPacket atomic.Int64
@@ -53,6 +54,16 @@ func (t *FaultTransport) SetDrop(p float64) {
 func (t *FaultTransport) SetDelay(d time.Duration) {
 	t.mu.Lock()
 	t.delay = d
+	t.mu.Unlock()
+}
+
+// SetReplay sends each outgoing packet again d after it was sent (0: no
+// replays), as someone who captured the traffic could: memberlist's
+// encryption authenticates a packet, but does not stop its being sent
+// twice.
+func (t *FaultTransport) SetReplay(d time.Duration) {
+	t.mu.Lock()
+	t.replay = d
 	t.mu.Unlock()
 }
 
@@ -93,13 +104,13 @@ func Partition(ta []*FaultTransport, a []string, tb []*FaultTransport, b []strin
 }
 
 // faults returns what to do with a packet or dial to addr.
-func (t *FaultTransport) faults(addr string) (blocked bool, drop bool, delay time.Duration) {
+func (t *FaultTransport) faults(addr string) (blocked bool, drop bool, delay, replay time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.blocked[addr] {
-		return true, false, 0
+		return true, false, 0, 0
 	}
-	return false, t.drop > 0 && rand.Float64() < t.drop, t.delay
+	return false, t.drop > 0 && rand.Float64() < t.drop, t.delay, t.replay
 }
 
 // WriteTo implements memberlist.Transport.
@@ -115,10 +126,14 @@ func (t *FaultTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Ti
 			break
 		}
 	}
-	blocked, drop, delay := t.faults(a.Addr)
+	blocked, drop, delay, replay := t.faults(a.Addr)
 	if blocked || drop {
 		t.dropped.Add(1)
 		return time.Now(), nil
+	}
+	if replay > 0 {
+		cp := append([]byte(nil), b...)
+		time.AfterFunc(delay+replay, func() { _, _ = t.NodeAwareTransport.WriteToAddress(cp, a) })
 	}
 	if delay > 0 {
 		cp := append([]byte(nil), b...)
@@ -137,7 +152,7 @@ func (t *FaultTransport) DialTimeout(addr string, timeout time.Duration) (net.Co
 
 // DialAddressTimeout implements memberlist.NodeAwareTransport.
 func (t *FaultTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	if blocked, _, _ := t.faults(a.Addr); blocked {
+	if blocked, _, _, _ := t.faults(a.Addr); blocked {
 		t.dropped.Add(1)
 		return nil, errPartitioned
 	}

@@ -411,52 +411,62 @@ func (p *caddyProc) gossipAddr(t *testing.T) string {
 
 // TestExampleClusterPartition: three nodes in network namespaces; the
 // gossip between node 1 and nodes 2 and 3 is cut for 4 s, with the traffic
-// split over nodes 1 and 2, then mended. Node 1, a strict minority under
-// local_share, keeps a third of its share (at most 10% of L for its side),
-// nodes 2 and 3 take node 1's share back: at most 1.1×L in every second;
-// two seconds after the heal, back within 10% of L.
+// split over nodes 1 and 2, then mended, under each on_partition policy.
+// Node 1 is a strict minority: under local_share it keeps a third of its
+// share (at most 10% of L for its side) while nodes 2 and 3 take its share
+// back, at most 1.1×L in every second; under fail_closed it denies, at
+// most L; under fail_open it admits up to L alone, its half of the
+// traffic. Two seconds after the heal, back within 10% of L.
 func TestExampleClusterPartition(t *testing.T) {
-	nn := newNetnet(t, 3)
-	var join []string
-	for _, ip := range nn.ips {
-		join = append(join, ip+":7946")
-	}
-	nodes := make([]*caddyProc, 3)
-	for i := range nodes {
-		nodes[i] = startExampleAt(t, nn.place(i), "cluster.Caddyfile",
-			fmt.Sprintf("EDGELIMIT_NODE=edge-%d", i+1),
-			"EDGELIMIT_GOSSIP_BIND="+join[i],
-			"EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "),
-			"EDGELIMIT_GOSSIP_KEY="+clusterKey)
-	}
-	for _, p := range nodes {
-		p.waitMembers(t, 3)
-	}
-	var mu sync.Mutex
-	turn := 0
-	split := func(time.Duration) *caddyProc {
-		mu.Lock()
-		defer mu.Unlock()
-		turn++
-		return nodes[turn%2]
-	}
-	warm := load(t, 2, split)
-	wantWithin(t, "split over nodes 1 and 2", warm, 1, 0.9, 1.1)
+	for _, c := range []struct {
+		policy string
+		most   float64 // admitted/L in a second of the partition
+	}{{"local_share", 1.1}, {"fail_closed", 1.0}, {"fail_open", 2.05}} {
+		t.Run(c.policy, func(t *testing.T) {
+			nn := newNetnet(t, 3)
+			var join []string
+			for _, ip := range nn.ips {
+				join = append(join, ip+":7946")
+			}
+			nodes := make([]*caddyProc, 3)
+			for i := range nodes {
+				nodes[i] = startExampleAt(t, nn.place(i), "cluster.Caddyfile",
+					fmt.Sprintf("EDGELIMIT_NODE=edge-%d", i+1),
+					"EDGELIMIT_GOSSIP_BIND="+join[i],
+					"EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "),
+					"EDGELIMIT_GOSSIP_KEY="+clusterKey,
+					"EDGELIMIT_ON_PARTITION="+c.policy)
+			}
+			for _, p := range nodes {
+				p.waitMembers(t, 3)
+			}
+			var mu sync.Mutex
+			turn := 0
+			split := func(time.Duration) *caddyProc {
+				mu.Lock()
+				defer mu.Unlock()
+				turn++
+				return nodes[turn%2]
+			}
+			warm := load(t, 2, split)
+			wantWithin(t, "split over nodes 1 and 2", warm, 1, 0.9, 1.1)
 
-	done := make(chan []int)
-	go func() { done <- load(t, 9, split) }()
-	time.Sleep(time.Second) // the fault's timing, not a wait for a result
-	nn.partition([]int{0}, []int{1, 2})
-	time.Sleep(4 * time.Second)
-	var v clusterView
-	nodes[0].adminJSON(t, "/rate_limit/cluster", &v)
-	minority := v.Minority
-	nn.heal()
-	got := <-done
-	if !minority {
-		t.Errorf("node 1, cut off from the others, did not see itself a minority: %+v", v)
+			done := make(chan []int)
+			go func() { done <- load(t, 9, split) }()
+			time.Sleep(time.Second) // the fault's timing, not a wait for a result
+			nn.partition([]int{0}, []int{1, 2})
+			time.Sleep(4 * time.Second)
+			var v clusterView
+			nodes[0].adminJSON(t, "/rate_limit/cluster", &v)
+			nn.heal()
+			got := <-done
+			if !v.Minority {
+				t.Errorf("node 1, cut off from the others, did not see itself a minority: %+v", v)
+			}
+			// seconds 1–4: the partition (the first, node 2 keeps its half
+			// until node 1's reports expire); 5–8: healed at 5 s
+			wantWithin(t, "node 1 cut off at 1 s", got[:5], 9, 0, c.most)
+			wantWithin(t, "healed at 5 s", got[5:], 2, 0.9, 1.1)
+		})
 	}
-	// seconds 1–4: the partition; 5–8: healed at 5 s
-	wantWithin(t, "node 1 cut off at 1 s", got[:5], 9, 0, 1.1)
-	wantWithin(t, "healed at 5 s", got[5:], 2, 0.9, 1.1)
 }

@@ -229,8 +229,7 @@ func (s *Sharing) Tick(now time.Time) Report {
 // cuts apply at once, raises at the next Tick after the raise delay. Only
 // the keys whose demand or use the report raises are computed again here
 // (the others' shares can only rise), so that a node keeps up with many
-// hot keys.
-// Entries of rules not shared here are ignored.
+// hot keys. Entries of rules not shared here are counted and ignored.
 func (s *Sharing) Observe(r Report, now time.Time) {
 	rules := *s.rules.Load()
 	entries := r.Entries[:0:0]

@@ -414,13 +414,16 @@ func (a *App) sharedRules() []gossip.Rule {
 // connection, every push/pull) stay out of an info log.
 type memberlistLog struct{ logger *zap.Logger }
 
+// memberlistLevels are memberlist's level prefixes.
+var memberlistLevels = map[string]zapcore.Level{
+	"[DEBUG] ": zapcore.DebugLevel, "[INFO] ": zapcore.InfoLevel,
+	"[WARN] ": zapcore.WarnLevel, "[ERR] ": zapcore.ErrorLevel,
+}
+
 func (m memberlistLog) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	level, msg := zapcore.InfoLevel, line
-	for prefix, l := range map[string]zapcore.Level{
-		"[DEBUG] ": zapcore.DebugLevel, "[INFO] ": zapcore.InfoLevel,
-		"[WARN] ": zapcore.WarnLevel, "[ERR] ": zapcore.ErrorLevel,
-	} {
+	for prefix, l := range memberlistLevels {
 		if rest, ok := strings.CutPrefix(line, prefix); ok {
 			level, msg = l, strings.TrimPrefix(rest, "memberlist: ")
 			break

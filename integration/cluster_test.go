@@ -166,6 +166,14 @@ func loadCounted(t *testing.T, path string, seconds int, byCompletion bool, pick
 	return admitted
 }
 
+// alternate picks nodes[0] and nodes[1] in turn, as a round-robin load
+// balancer would; it reads the slice at each pick, so a node restarted in
+// place takes its turns.
+func alternate(nodes []*caddyProc) func(time.Duration) *caddyProc {
+	var turn atomic.Int64
+	return func(time.Duration) *caddyProc { return nodes[turn.Add(1)%2] }
+}
+
 // ratios is admitted/L per second.
 func ratios(admitted []int) []float64 {
 	out := make([]float64, len(admitted))
@@ -200,14 +208,7 @@ func TestExampleCluster(t *testing.T) {
 	moved := load(t, 3, func(time.Duration) *caddyProc { return b })
 	wantWithin(t, "moved to node 2", moved, 1, 0.9, 1.1)
 
-	var mu sync.Mutex
-	turn := 0
-	split := load(t, 3, func(time.Duration) *caddyProc {
-		mu.Lock()
-		defer mu.Unlock()
-		turn++
-		return nodes[turn%2]
-	})
+	split := load(t, 3, alternate(nodes))
 	wantWithin(t, "split over nodes 1 and 2", split, 1, 0.9, 1.1)
 
 	var v clusterView
@@ -267,12 +268,7 @@ func TestExampleCluster(t *testing.T) {
 	// until it has joined, then learns the shares; no burst.
 	a = startExample(t, "cluster.Caddyfile", a.env...)
 	nodes[0] = a
-	back := loadCounted(t, "/api/x", 3, true, func(time.Duration) *caddyProc {
-		mu.Lock()
-		defer mu.Unlock()
-		turn++
-		return nodes[turn%2]
-	})
+	back := loadCounted(t, "/api/x", 3, true, alternate(nodes))
 	wantWithin(t, "node 1 restarted, split over nodes 1 and 2", back, 1, 0.9, 1.1)
 
 	// The per-node rule stays per node: 5 a minute on each.
@@ -298,14 +294,7 @@ func TestExampleClusterSlidingWindow(t *testing.T) {
 	wantWithin(t, "all on node 1", all[2:], 0, 0.8, 1.1)
 	moved := loadPath(t, "/search/x", 3, func(time.Duration) *caddyProc { return b })
 	wantWithin(t, "moved to node 2", moved, 1, 0.8, 1.1)
-	var mu sync.Mutex
-	turn := 0
-	split := loadPath(t, "/search/x", 3, func(time.Duration) *caddyProc {
-		mu.Lock()
-		defer mu.Unlock()
-		turn++
-		return nodes[turn%2]
-	})
+	split := loadPath(t, "/search/x", 3, alternate(nodes))
 	wantWithin(t, "split over nodes 1 and 2", split, 1, 0.8, 1.1)
 }
 
@@ -316,17 +305,13 @@ func TestExampleClusterSlidingWindow(t *testing.T) {
 func TestExampleClusterPause(t *testing.T) {
 	nodes := startCluster(t, 3)
 	a, b := nodes[0], nodes[1]
-	var mu sync.Mutex
-	turn := 0
 	var paused atomic.Bool
-	split := func(time.Duration) *caddyProc {
-		mu.Lock()
-		defer mu.Unlock()
-		turn++
+	both := alternate(nodes)
+	split := func(since time.Duration) *caddyProc {
 		if paused.Load() {
 			return a // a load balancer takes the stopped node out
 		}
-		return nodes[turn%2]
+		return both(since)
 	}
 	warm := load(t, 3, split)
 	wantWithin(t, "split over nodes 1 and 2", warm, 1, 0.9, 1.1)
@@ -440,14 +425,7 @@ func TestExampleClusterPartition(t *testing.T) {
 			for _, p := range nodes {
 				p.waitMembers(t, 3)
 			}
-			var mu sync.Mutex
-			turn := 0
-			split := func(time.Duration) *caddyProc {
-				mu.Lock()
-				defer mu.Unlock()
-				turn++
-				return nodes[turn%2]
-			}
+			split := alternate(nodes)
 			warm := load(t, 2, split)
 			wantWithin(t, "split over nodes 1 and 2", warm, 1, 0.9, 1.1)
 

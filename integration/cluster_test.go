@@ -406,7 +406,7 @@ func TestExampleClusterPartition(t *testing.T) {
 	for _, c := range []struct {
 		policy string
 		most   float64 // admitted/L in a second of the partition
-	}{{"local_share", 1.1}, {"fail_closed", 1.0}, {"fail_open", 2.05}} {
+	}{{"local_share", 1.1}, {"fail_closed", 1.02}, {"fail_open", 2.05}} { // fail_closed: 0.99–1.00 measured, 2% for where a second of counting falls
 		t.Run(c.policy, func(t *testing.T) {
 			nn := newNetnet(t, 3)
 			var join []string
@@ -442,9 +442,11 @@ func TestExampleClusterPartition(t *testing.T) {
 				t.Errorf("node 1, cut off from the others, did not see itself a minority: %+v", v)
 			}
 			// seconds 1–4: the partition (the first, node 2 keeps its half
-			// until node 1's reports expire); 5–8: healed at 5 s
-			wantWithin(t, "node 1 cut off at 1 s", got[:5], 9, 0, c.most)
-			wantWithin(t, "healed at 5 s", got[5:], 2, 0.9, 1.1)
+			// until node 1's reports expire); 5: the heal, whose first
+			// moments are still the partition's (fail_open: 1.06–1.11×L);
+			// 6–8: healed
+			wantWithin(t, "node 1 cut off at 1 s, healed at 5 s", got[:6], 9, 0, c.most)
+			wantWithin(t, "after the heal", got[6:], 1, 0.9, 1.1)
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -21,13 +22,18 @@ type netnet struct {
 	cut    [][2]int // the routes partition added: from node, to node
 }
 
+// netnets counts the networks made, for unique names.
+var netnets atomic.Int64
+
 // newNetnet makes n namespaced nodes, removed when t ends; it skips t
 // where namespaces cannot be made (not root).
 func newNetnet(t *testing.T, n int) *netnet {
 	t.Helper()
-	id := os.Getpid() % 100000
-	subnet := fmt.Sprintf("10.77.%d", id%250)
-	nn := &netnet{t: t, bridge: fmt.Sprintf("elbr%d", id)}
+	// names and subnet unique per network: a namespace's veth outlives
+	// its deletion for a moment, so a later test must not reuse them
+	id := fmt.Sprintf("%d%d", os.Getpid()%100000, netnets.Add(1)%100)
+	subnet := fmt.Sprintf("10.77.%d", (os.Getpid()+int(netnets.Load()))%250)
+	nn := &netnet{t: t, bridge: "elbr" + id}
 	if err := exec.Command("ip", "link", "add", nn.bridge, "type", "bridge").Run(); err != nil {
 		t.Skipf("no network namespaces here (ip link add: %v): the in-process partition tests of gossip/ stand in", err)
 	}
@@ -40,7 +46,7 @@ func newNetnet(t *testing.T, n int) *netnet {
 	nn.run("ip", "addr", "add", subnet+".254/24", "dev", nn.bridge)
 	nn.run("ip", "link", "set", nn.bridge, "up")
 	for i := range n {
-		ns, host, peer := fmt.Sprintf("el%d-%d", id, i+1), fmt.Sprintf("elv%dh%d", id, i+1), fmt.Sprintf("elv%dn%d", id, i+1)
+		ns, host, peer := fmt.Sprintf("el%s-%d", id, i+1), fmt.Sprintf("elv%sh%d", id, i+1), fmt.Sprintf("elv%sn%d", id, i+1)
 		ip := fmt.Sprintf("%s.%d", subnet, i+1)
 		nn.run("ip", "netns", "add", ns)
 		nn.ns, nn.ips = append(nn.ns, ns), append(nn.ips, ip)

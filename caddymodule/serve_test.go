@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -154,5 +155,49 @@ func TestShadowLeakyDoesNotHold(t *testing.T) {
 	cancel()
 	if s := status(t, h, r.WithContext(ctx)); s != http.StatusOK {
 		t.Fatalf("status %d, want 200: a shadow rule must not hold a request", s)
+	}
+}
+
+// TestDenialWithoutErrorRoutes: in a server with no handle_errors routes
+// the handler writes the 429 itself, with Retry-After and no body, as
+// Caddy's server would for the error; with error routes it returns the
+// error for them to render.
+func TestDenialWithoutErrorRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		srv       *caddyhttp.Server
+		wantError bool
+	}{
+		{"no error routes", &caddyhttp.Server{}, false},
+		{"empty errors block", &caddyhttp.Server{Errors: &caddyhttp.HTTPErrorConfig{}}, false},
+		{"handle_errors", &caddyhttp.Server{Errors: &caddyhttp.HTTPErrorConfig{Routes: caddyhttp.RouteList{{}}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := chain(testHandler(t, new(App), hourly("api", 1)))
+			request := func() *http.Request {
+				r := newRequest("192.0.2.1")
+				return r.WithContext(context.WithValue(r.Context(), caddyhttp.ServerCtxKey, tc.srv))
+			}
+			if err := h.ServeHTTP(httptest.NewRecorder(), request()); err != nil {
+				t.Fatalf("first request: %v", err)
+			}
+			w := httptest.NewRecorder()
+			err := h.ServeHTTP(w, request())
+			if tc.wantError {
+				if he, ok := err.(caddyhttp.HandlerError); !ok || he.StatusCode != http.StatusTooManyRequests {
+					t.Fatalf("second request: error %v, want a 429 handler error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("second request: error %v, want none (the 429 written)", err)
+			}
+			if w.Code != http.StatusTooManyRequests || w.Body.Len() != 0 {
+				t.Errorf("second request: %d with %d bytes of body, want 429 with none", w.Code, w.Body.Len())
+			}
+			if secs, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || secs < 1 || secs > 7200 {
+				t.Errorf("Retry-After %q, want 1 to 7200 seconds", w.Header().Get("Retry-After"))
+			}
+		})
 	}
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// wrkOutput is wrk 4.1.0's report of a run with --latency and some 429s.
+const wrkOutput = `Running 4s test @ http://127.0.0.1:18480/
+  1 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.10ms    1.05ms  21.30ms   91.20%
+    Req/Sec    15.05k     1.10k   16.99k    70.00%
+  Latency Distribution
+     50%  870.00us
+     75%    1.20ms
+     90%    2.01ms
+     99%    3.37ms
+  59900 requests in 4.00s, 10.23MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 53185
+Requests/sec:  14975.12
+Transfer/sec:      2.56MB
+`
+
+func TestParseWrk(t *testing.T) {
+	r, err := parseWrk(wrkOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wrkResult{Requests: 59900, Denied: 53185, Errors: 3, RPS: 14975.12, P50: 870 * time.Microsecond, P99: 3370 * time.Microsecond}
+	if r != want {
+		t.Errorf("parseWrk = %+v, want %+v", r, want)
+	}
+	if _, err := parseWrk("unable to connect to 127.0.0.1:18480 Connection refused"); err == nil {
+		t.Error("parseWrk accepted a failed run")
+	}
+}
+
+func TestBenchLine(t *testing.T) {
+	m := benchLine.FindStringSubmatch("BenchmarkHotKey/edgelimit/sliding_window-2   \t 6598190\t        84.78 ns/op\t       0 B/op\t       0 allocs/op")
+	if m == nil || m[1] != "BenchmarkHotKey/edgelimit/sliding_window" || !strings.HasPrefix(m[2], "84.78 ns/op") {
+		t.Fatalf("benchLine: %q", m)
+	}
+}
+
+// TestWriteReport: the generated section is replaced, the rest of the file
+// kept; a file without one gets it appended.
+func TestWriteReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	os.WriteFile(path, []byte("# Benchmarks\n\nby hand\n\n"+beginMark+"\nold figures\n"+endMark+"\n\n## More by hand\n"), 0o644)
+	res := &results{Env: environment{Date: "2026-11-30"}}
+	if err := writeReport(path, res); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	text := string(data)
+	if strings.Contains(text, "old figures") || !strings.Contains(text, "Generated 2026-11-30") ||
+		!strings.HasPrefix(text, "# Benchmarks\n\nby hand\n\n") || !strings.HasSuffix(text, endMark+"\n\n## More by hand\n") {
+		t.Errorf("rewritten file:\n%s", text)
+	}
+
+	fresh := filepath.Join(t.TempDir(), "new.md")
+	os.WriteFile(fresh, []byte("# Benchmarks\n"), 0o644)
+	if err := writeReport(fresh, res); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(fresh)
+	if !strings.HasPrefix(string(data), "# Benchmarks\n\n"+beginMark) {
+		t.Errorf("appended section:\n%s", data)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		vs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.vs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.vs, got, tc.want)
+		}
+	}
+}

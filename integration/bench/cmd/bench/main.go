@@ -1,0 +1,188 @@
+// Command bench measures edgelimit side by side with the limiters an
+// operator would pick instead, on this machine, and writes the figures into
+// BENCHMARKS.md at the repository's root. From this module's directory:
+//
+//	go run ./cmd/bench
+//
+// Stages, in order (-only picks some; the others' last results are read
+// from results/):
+//
+//	micro     limiter microbenchmarks: edgelimit's algorithms, x/time/rate,
+//	          httprate, uber ratelimit (package limiters), and the handler
+//	          benchmark of the plugin's own module
+//	accuracy  sliding_window against an exact sliding log on bursty traces
+//	e2e       three Caddy v2.11.9 binaries (plain, edgelimit,
+//	          caddy-ratelimit) under wrk, server on core 0, wrk on core 1
+//	memory    RSS and live heap per key, end to end
+//	exact     admitted count under 64 concurrent connections, limit 1000
+//
+// It needs wrk, and installs Debian's package when it is missing.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// results is everything one run measured; each stage fills its part.
+type results struct {
+	Env      environment
+	Micro    benchResults
+	Handler  benchResults
+	Accuracy []accuracyRow
+	E2E      []e2eRow
+	Plain    map[string][]wrkResult
+	Memory   []memoryRow
+	Exact    []exactRow
+	Took     map[string]time.Duration
+}
+
+var stages = []string{"micro", "accuracy", "e2e", "memory", "exact"}
+
+func main() {
+	only := flag.String("only", "", "comma-separated stages to run ("+strings.Join(stages, ",")+"); the rest come from results/")
+	quick := flag.Bool("quick", false, "one short run of everything: checks the harness, figures not fit to publish")
+	out := flag.String("out", "../../BENCHMARKS.md", "the file whose generated section is rewritten")
+	flag.Parse()
+	log.SetFlags(log.Ltime)
+
+	run := map[string]bool{}
+	for _, s := range stages {
+		run[s] = *only == ""
+	}
+	for _, s := range strings.Split(*only, ",") {
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(stages, s) {
+			log.Fatalf("unknown stage %q (stages: %s)", s, strings.Join(stages, ", "))
+		}
+		run[s] = true
+	}
+
+	if err := ensureWrk(); err != nil {
+		log.Fatal(err)
+	}
+	resultsDir, _ := filepath.Abs("results")
+	binDir := filepath.Join(resultsDir, "bin")
+	work := filepath.Join(resultsDir, "work")
+	for _, d := range []string{binDir, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := writeScripts(work); err != nil {
+		log.Fatal(err)
+	}
+
+	var res results
+	saved := filepath.Join(resultsDir, "results.json")
+	if data, err := os.ReadFile(saved); err == nil && *only != "" {
+		if err := json.Unmarshal(data, &res); err != nil {
+			log.Fatalf("%s: %v", saved, err)
+		}
+	}
+	if res.Took == nil {
+		res.Took = map[string]time.Duration{}
+	}
+	res.Env = readEnvironment()
+	res.Env.Quick = *quick
+
+	e2e := e2eConfig{Rounds: 3, Duration: 4 * time.Second, Warm: time.Second}
+	count, benchtime := microCount, microBenchtime
+	if *quick {
+		e2e = e2eConfig{Rounds: 1, Duration: time.Second, Warm: time.Second}
+		count, benchtime = "1", "50ms"
+	}
+
+	if run["e2e"] || run["memory"] || run["exact"] {
+		stage(res.Took, "build", func() error { return build(binDir) })
+	}
+	if run["micro"] {
+		stage(res.Took, "micro", func() (err error) {
+			res.Micro, err = microLimiters(count, benchtime).run()
+			if err != nil {
+				return err
+			}
+			bytes, err := microBytes().run()
+			if err != nil {
+				return err
+			}
+			maps.Copy(res.Micro, bytes)
+			res.Handler, err = microHandler(count, benchtime).run()
+			return err
+		})
+	}
+	if run["accuracy"] {
+		stage(res.Took, "accuracy", func() (err error) {
+			res.Accuracy, err = runAccuracy(*quick)
+			return err
+		})
+	}
+	if run["e2e"] {
+		stage(res.Took, "e2e", func() (err error) {
+			res.E2E, res.Plain, err = runE2E(binDir, work, e2e)
+			return err
+		})
+	}
+	if run["memory"] {
+		stage(res.Took, "memory", func() (err error) {
+			res.Memory, err = runMemory(binDir, work)
+			return err
+		})
+	}
+	if run["exact"] {
+		stage(res.Took, "exact", func() (err error) {
+			res.Exact, err = runExact(binDir, work)
+			return err
+		})
+	}
+
+	data, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(saved, data, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := writeReport(*out, &res); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("wrote %s (results in %s)", *out, saved)
+}
+
+// stage runs f, timing it into took, and stops the program on an error.
+func stage(took map[string]time.Duration, name string, f func() error) {
+	log.Printf("stage %s", name)
+	begin := time.Now()
+	if err := f(); err != nil {
+		log.Fatalf("stage %s: %v", name, err)
+	}
+	took[name] = time.Since(begin).Round(time.Second)
+	log.Printf("stage %s took %v", name, took[name])
+}
+
+// ensureWrk installs Debian's wrk when it is not on PATH.
+func ensureWrk() error {
+	if _, err := exec.LookPath("wrk"); err == nil {
+		return nil
+	}
+	log.Printf("installing wrk (Debian package)")
+	for _, args := range [][]string{{"apt-get", "update"}, {"apt-get", "install", "-y", "wrk"}} {
+		if os.Geteuid() != 0 {
+			args = append([]string{"sudo", "-n"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("installing wrk: %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// scriptKeys is how many keys keys.lua and mostly-known.lua cycle over.
+const scriptKeys = 200_000
+
+// send sends total requests over conns keep-alive connections, request i
+// made by newRequest(i), and reports each response's status to status (0
+// for a transport error). status must be safe for concurrent use.
+func send(conns int, total int64, newRequest func(i int64) *http.Request, status func(code int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	begin := make(chan struct{})
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
+			defer client.CloseIdleConnections()
+			<-begin
+			for i := next.Add(1) - 1; i < total; i = next.Add(1) - 1 {
+				resp, err := client.Do(newRequest(i))
+				if err != nil {
+					status(0)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				status(resp.StatusCode)
+			}
+		}()
+	}
+	close(begin)
+	wg.Wait()
+}
+
+// touchAll sends one request for each of the keys "k0" … "k<n-1>" (the
+// first n keys of keys.lua and mostly-known.lua), over loadConns
+// connections.
+func touchAll(n int64) error {
+	var failed atomic.Int64
+	send(loadConns, n, func(i int64) *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, serverURL, nil)
+		req.Header.Set("X-Client", "k"+strconv.FormatInt(i, 10))
+		return req
+	}, func(code int) {
+		if code == 0 || code >= 500 {
+			failed.Add(1)
+		}
+	})
+	if failed := failed.Load(); failed > 0 {
+		return fmt.Errorf("touching %d keys: %d requests failed", n, failed)
+	}
+	return nil
+}

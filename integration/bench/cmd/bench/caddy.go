@@ -16,11 +16,14 @@ import (
 	"time"
 )
 
-// Where the benchmarked servers listen. Only one runs at a time.
+// Where the benchmarked servers listen. Only one runs at a time, with an
+// upstream for the rows that proxy.
 const (
-	serverAddr = "127.0.0.1:18480"
-	adminAddr  = "127.0.0.1:18481"
-	serverURL  = "http://" + serverAddr + "/"
+	serverAddr        = "127.0.0.1:18480"
+	adminAddr         = "127.0.0.1:18481"
+	serverURL         = "http://" + serverAddr + "/"
+	upstreamAddr      = "127.0.0.1:18490"
+	upstreamAdminAddr = "127.0.0.1:18491"
 )
 
 // A binary is one of the three Caddy builds compared.
@@ -55,19 +58,25 @@ func build(binDir string) error {
 
 // server is a running Caddy under test, pinned to one core.
 type server struct {
-	cmd  *exec.Cmd
-	logs bytes.Buffer
+	cmd   *exec.Cmd
+	logs  bytes.Buffer
+	admin string // its admin endpoint's address
 }
 
-// start runs bin with handlers as its one route, on core cpu with
-// GOMAXPROCS=1, and waits until it answers.
+// start runs bin with handlers as its one route on serverAddr, on core
+// cpu with GOMAXPROCS=1 (cpu < 0: every core, GOMAXPROCS as Go sets it),
+// and waits until it answers.
 func start(bin string, handlers []map[string]any, cpu int, dir string) (*server, error) {
-	// cpu < 0: every core, GOMAXPROCS as Go sets it.
+	return startAt(bin, serverAddr, adminAddr, handlers, cpu, dir)
+}
+
+// startAt is start with the addresses given.
+func startAt(bin, listen, admin string, handlers []map[string]any, cpu int, dir string) (*server, error) {
 	cfg := map[string]any{
-		"admin":   map[string]any{"listen": adminAddr},
+		"admin":   map[string]any{"listen": admin},
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
 		"apps": map[string]any{"http": map[string]any{"servers": map[string]any{"bench": map[string]any{
-			"listen":          []string{serverAddr},
+			"listen":          []string{listen},
 			"automatic_https": map[string]any{"disable": true},
 			"routes":          []any{map[string]any{"handle": handlers}},
 		}}}},
@@ -76,16 +85,16 @@ func start(bin string, handlers []map[string]any, cpu int, dir string) (*server,
 	if err != nil {
 		return nil, err
 	}
-	file := filepath.Join(dir, "config.json")
+	file := filepath.Join(dir, "config-"+strings.ReplaceAll(listen, ":", "-")+".json")
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		return nil, err
 	}
-	s := &server{}
+	s := &server{admin: admin}
 	s.cmd = exec.Command(bin, "run", "--config", file)
 	s.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
 	if cpu >= 0 {
 		s.cmd = exec.Command("taskset", "-c", strconv.Itoa(cpu), bin, "run", "--config", file)
-		s.cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+		s.cmd.Env = append(s.cmd.Env, "GOMAXPROCS=1")
 	}
 	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
 	if err := s.cmd.Start(); err != nil {
@@ -93,7 +102,7 @@ func start(bin string, handlers []map[string]any, cpu int, dir string) (*server,
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(serverURL)
+		resp, err := http.Get("http://" + listen + "/")
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -139,13 +148,13 @@ func (s *server) rss() (int64, error) {
 // heap profile with gc=1 collects first, then expvar's memstats tell
 // HeapAlloc.
 func (s *server) heap() (int64, error) {
-	resp, err := http.Get("http://" + adminAddr + "/debug/pprof/heap?gc=1")
+	resp, err := http.Get("http://" + s.admin + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return 0, err
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	resp, err = http.Get("http://" + adminAddr + "/debug/vars")
+	resp, err = http.Get("http://" + s.admin + "/debug/vars")
 	if err != nil {
 		return 0, err
 	}

@@ -23,7 +23,12 @@ type e2eRow struct {
 // plainKey is the plain-Caddy run a scenario compares with: plain Caddy
 // ignores limits, so one run per traffic shape and round serves every row
 // of that shape.
-func plainKey(sc scenario) string { return sc.Script }
+func plainKey(sc scenario) string {
+	if sc.Upstream {
+		return sc.Script + "+upstream"
+	}
+	return sc.Script
+}
 
 // runE2E runs every scenario for the three binaries, cfg.Rounds times,
 // alternating the order of the binaries from round to round. The server
@@ -77,6 +82,13 @@ func measure(binDir, dir string, bin binary, sc scenario, cfg e2eConfig) (wrkRes
 		return wrkResult{}, err
 	}
 	defer os.RemoveAll(work)
+	if sc.Upstream {
+		up, err := startAt(plain.path(binDir), upstreamAddr, upstreamAdminAddr, []map[string]any{respond}, 0, work)
+		if err != nil {
+			return wrkResult{}, err
+		}
+		defer up.stop()
+	}
 	s, err := start(bin.path(binDir), handlers(bin, sc), 0, work)
 	if err != nil {
 		return wrkResult{}, err

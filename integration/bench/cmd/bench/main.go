@@ -97,7 +97,7 @@ func main() {
 	res.Env = readEnvironment()
 	res.Env.Quick = *quick
 
-	e2e := e2eConfig{Rounds: 3, Duration: 4 * time.Second, Warm: time.Second}
+	e2e := e2eConfig{Rounds: 3, Duration: 3 * time.Second, Warm: time.Second}
 	count, benchtime := microCount, microBenchtime
 	if *quick {
 		e2e = e2eConfig{Rounds: 1, Duration: time.Second, Warm: time.Second}

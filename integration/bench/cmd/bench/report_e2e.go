@@ -70,7 +70,8 @@ func e2eSection(p printer, res *results) {
 	p("each run is a fresh server, a 1 s warm-up, then the measured run. Ratios are taken within a round, then the median (range) over rounds.\n\n")
 	p("Limits, the same for both limiters: \"one key\" keys by client IP (everything comes from 127.0.0.1); \"200,000 keys\" keys by an `X-Client` header that wrk sets per request, round robin; ")
 	p("caddy-ratelimit's `max_events` and `window` are the limit. The 90%%-denied rows: one key at a tenth of plain Caddy's throughput per second; ")
-	p("200,000 keys at 1 per hour, all sent once before the run, then nine requests in ten on those keys and one in ten on a new key.\n\n")
+	p("200,000 keys at 1 per hour, all sent once before the run, then nine requests in ten on those keys and one in ten on a new key. ")
+	p("The last row proxies to an upstream (plain Caddy serving \"ok\", on the same core) instead of answering: what a denial saves when the response has a cost.\n\n")
 	p("| traffic, limit | plain req/s | edgelimit req/s | caddy-ratelimit req/s | edgelimit ×plain | caddy-ratelimit ×plain | edgelimit ÷ caddy-ratelimit |\n|---|---|---|---|---|---|---|\n")
 	for _, row := range res.E2E {
 		plainRPS := rpsOf(res.Plain[plainKey(row.Scenario)])

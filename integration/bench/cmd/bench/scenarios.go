@@ -16,6 +16,10 @@ type scenario struct {
 	Limit  int64
 	Window time.Duration
 	Key    string
+	// Upstream puts a reverse proxy to a plain Caddy (on the same core) in
+	// place of the response: a request denied is one the upstream never
+	// sees.
+	Upstream bool
 }
 
 // scenarios are the end-to-end rows. denyLimit is the one-key limit that
@@ -28,14 +32,22 @@ func scenarios(denyLimit int64) []scenario {
 		{Name: "200,000 keys, allowing (events 1000)", Script: "keys.lua", Limit: 1000, Window: time.Minute, Key: "header"},
 		{Name: "200,000 keys, 90% denied", Script: "mostly-known.lua", TouchAll: true, Limit: 1, Window: time.Hour, Key: "header"},
 		{Name: "large limit (100,000,000/min), allowing", Limit: 100_000_000, Window: time.Minute, Key: "ip"},
+		{Name: "one key, denying most, `reverse_proxy` to an upstream", Limit: denyLimit, Window: time.Second, Key: "ip", Upstream: true},
 	}
 }
 
 // respond is the route's last handler: what plain Caddy serves.
 var respond = map[string]any{"handler": "static_response", "body": "ok"}
 
+// proxy is the last handler of the rows with an upstream.
+var proxy = map[string]any{"handler": "reverse_proxy", "upstreams": []any{map[string]any{"dial": upstreamAddr}}}
+
 // handlers is the route for bin under sc.
 func handlers(bin binary, sc scenario) []map[string]any {
+	respond := respond
+	if sc.Upstream {
+		respond = proxy
+	}
 	switch bin {
 	case edgelimit:
 		by := "ip"

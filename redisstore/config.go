@@ -1,0 +1,119 @@
+package redisstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// DefaultKeyPrefix starts every Redis key when Config.KeyPrefix is empty.
+const DefaultKeyPrefix = "edgelimit:"
+
+// DefaultProbeInterval is how often a Store's breaker lets one call probe
+// a Redis that failed, when Config.ProbeInterval is 0.
+const DefaultProbeInterval = time.Second
+
+// Config describes a rule's limits kept in Redis. Algorithm, Limits, Burst
+// and MaxDelay mean what they mean in limiter.Config, and are validated by
+// its rules.
+type Config struct {
+	// Algorithm is how the limits are enforced. Default: sliding_window.
+	Algorithm limiter.Algorithm
+	// Limits are enforced together, all or nothing. Windows must be whole
+	// microseconds (the unit of Redis time).
+	Limits []limiter.Limit
+	// Burst shapes the limit with the shortest window: window algorithms
+	// put a token bucket of this capacity in front of it (0: none);
+	// token_bucket takes it as that limit's capacity (0: its count);
+	// leaky_bucket as its queue depth (0: bounded by MaxDelay alone).
+	Burst int64
+	// MaxDelay is, for leaky_bucket only, the longest a request is held.
+	// Default: 1s.
+	MaxDelay time.Duration
+	// KeyPrefix starts every Redis key of the rule; give each rule its own
+	// (say "edgelimit:api_v1:"). It must not contain '{' or '}', which
+	// would move the hash tag. Default: "edgelimit:".
+	KeyPrefix string
+	// ProbeInterval is how long the Store's breaker fails calls fast after
+	// Redis failed, before one call probes it again. Negative: no breaker.
+	// Default: 1s.
+	ProbeInterval time.Duration
+}
+
+// Validate reports the first problem with c, in words fit for a config
+// error.
+func (c Config) Validate() error {
+	lc := limiter.Config{Algorithm: c.Algorithm, Limits: c.Limits, Burst: c.Burst, MaxDelay: c.MaxDelay}
+	if err := lc.Validate(); err != nil {
+		return err
+	}
+	for _, l := range c.Limits {
+		if l.Window%time.Microsecond != 0 {
+			return fmt.Errorf("window %s: must be a whole number of microseconds on redis", l.Window)
+		}
+	}
+	if strings.ContainsAny(c.KeyPrefix, "{}") {
+		return fmt.Errorf("key prefix %q: must not contain '{' or '}'", c.KeyPrefix)
+	}
+	return nil
+}
+
+// algorithm is c.Algorithm with its default.
+func (c Config) algorithm() limiter.Algorithm {
+	if c.Algorithm == "" {
+		return limiter.SlidingWindow
+	}
+	return c.Algorithm
+}
+
+// args are the script's ARGV after op and cost: burst, max delay (µs), and
+// count, window (µs), capacity per limit.
+func (c Config) args() []any {
+	algo := c.algorithm()
+	shortest := 0
+	for i, l := range c.Limits {
+		if l.Window < c.Limits[shortest].Window {
+			shortest = i
+		}
+	}
+	burst := int64(0)
+	if c.Burst > 0 && (algo == limiter.SlidingWindow || algo == limiter.FixedWindow || algo == limiter.SlidingLog) {
+		burst = c.Burst
+	}
+	maxDelay := c.MaxDelay
+	if maxDelay == 0 {
+		maxDelay = limiter.DefaultMaxDelay
+	}
+	args := []any{burst, maxDelay.Microseconds()}
+	for i, l := range c.Limits {
+		capacity := l.Count
+		switch {
+		case algo == limiter.TokenBucket && i == shortest && c.Burst > 0:
+			capacity = c.Burst
+		case algo == limiter.LeakyBucket:
+			capacity = c.Burst
+		}
+		args = append(args, l.Count, l.Window.Microseconds(), capacity)
+	}
+	return args
+}
+
+// script is the Lua source for c's algorithm.
+func (c Config) script() string {
+	var algo string
+	switch c.algorithm() {
+	case limiter.FixedWindow:
+		algo = luaFixedWindow
+	case limiter.SlidingWindow:
+		algo = luaSlidingWindow
+	case limiter.SlidingLog:
+		algo = luaSlidingLog
+	case limiter.TokenBucket:
+		algo = luaTokenBucket
+	case limiter.LeakyBucket:
+		algo = luaLeakyBucket
+	}
+	return luaPrelude + algo + luaDriver
+}

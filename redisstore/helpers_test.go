@@ -1,0 +1,72 @@
+package redisstore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgebyte/edgelimit/internal/redistest"
+	"github.com/edgebyte/edgelimit/limiter"
+	"github.com/redis/go-redis/v9"
+)
+
+// algorithms are those every test runs on.
+var algorithms = []limiter.Algorithm{
+	limiter.SlidingWindow, limiter.FixedWindow, limiter.SlidingLog, limiter.TokenBucket, limiter.LeakyBucket,
+}
+
+// newClient is a client as the Store wants one: deadlines from the
+// context, no retries.
+func newClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newStore makes a Store on c for cfg, with a prefix of the test's own.
+func newStore(t testing.TB, c redis.UniversalClient, cfg Config) *Store {
+	t.Helper()
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "test:" + strings.NewReplacer("{", "(", "}", ")").Replace(t.Name()) + ":"
+	}
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// config is the Config of limits for algo, made so that Count requests
+// pass back to back on every algorithm: a leaky bucket gets a queue of
+// Count−1 and a max delay long enough for it.
+func config(algo limiter.Algorithm, limits ...limiter.Limit) Config {
+	cfg := Config{Algorithm: algo, Limits: limits}
+	if algo == limiter.LeakyBucket {
+		cfg.Burst = limits[0].Count - 1
+		cfg.MaxDelay = 2 * limits[0].Window
+	}
+	return cfg
+}
+
+// allow calls s.Allow with a deadline and fails the test on an error.
+func allow(t testing.TB, s *Store, key string, cost int64) limiter.Decision {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := s.Allow(ctx, key, cost)
+	if err != nil {
+		t.Fatalf("Allow(%q, %d): %v", key, cost, err)
+	}
+	return d
+}
+
+// start runs a redis-server for t and returns a client to it.
+func start(t testing.TB) (*redistest.Server, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	return srv, newClient(t, srv.Addr)
+}
+
+var hour = limiter.Limit{Count: 10, Window: time.Hour}

@@ -1,0 +1,183 @@
+package redisstore
+
+// The scripts are built from three parts: luaPrelude (arguments, server
+// time, integer helpers, GCRA), one algorithm's part (its state, step,
+// commit and refund functions), and luaDriver (every limit checked, then
+// all taken or none, then the TTL). Each algorithm's script is thus one
+// EVALSHA, atomic on the server.
+//
+// Numbers: Redis Lua has only doubles, exact for integers below 2^53. Time
+// is in microseconds (Unix time ≈ 1.8e15 µs), so products such as
+// count×window(µs) stay exact up to 2^53 ≈ 9e15: e.g. 2.5 million per hour
+// or 100,000 per day. Larger products are compared to within a relative
+// 1e-16. Values are written back with string.format('%d'), never through
+// Lua's 14-digit tostring.
+//
+// KEYS[1] is the key's hash; the sliding log adds one ZSET per limit.
+// ARGV: 1 op ("a" allow, "p" peek: decide but take nothing, "r" refund), 2 cost, 3 burst capacity in front of
+// a window algorithm (0: none), 4 leaky bucket max delay (µs), then per
+// limit: count, window (µs), capacity (token bucket) or queue depth
+// (leaky bucket).
+//
+// The reply to "a" and "p" is {allowed, retry_after_us, delay_us, now_us,
+// remaining_1, reset_us_1, remaining_2, reset_us_2, …}; to "r", 1.
+
+// luaPrelude parses the arguments and reads the server's clock. TIME is
+// non-deterministic: Redis ≥ 5 replicates a script's effects (its writes),
+// not the script, so replicas and the AOF get the same state; on Redis
+// 3.2–4 redis.replicate_commands() asks for the same, and is a no-op
+// later.
+const luaPrelude = `
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local floor, max, min = math.floor, math.max, math.min
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local op = ARGV[1]
+local cost = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local maxdelay = tonumber(ARGV[4])
+local L = (#ARGV - 4) / 3
+local N, W, C = {}, {}, {}
+local longest, bi = 0, 1
+for i = 1, L do
+  N[i] = tonumber(ARGV[2 + 3 * i])
+  W[i] = tonumber(ARGV[3 + 3 * i])
+  C[i] = tonumber(ARGV[4 + 3 * i])
+  if W[i] > longest then longest = W[i] end
+  if W[i] < W[bi] then bi = i end
+end
+local H = KEYS[1]
+local put = {}
+local function set(f, v) put[#put + 1] = f; put[#put + 1] = string.format('%d', v) end
+
+-- idiv is floor(a/b) for integers a >= 0, b > 0, corrected for rounding.
+local function idiv(a, b)
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then return q - 1 elseif r >= b then return q + 1 end
+  return q
+end
+local function cdiv(a, b)
+  local q = idiv(a, b)
+  if q * b < a then return q + 1 end
+  return q
+end
+local function align(t, w) return idiv(t, w) * w end
+
+-- State of every limit: fields a<i>, b<i>, c<i>; the burst bucket ba, bb.
+local A, B, Cc = {}, {}, {}
+local BA, BB = 0, 0
+do
+  local f = {}
+  for i = 1, L do f[#f + 1] = 'a' .. i; f[#f + 1] = 'b' .. i; f[#f + 1] = 'c' .. i end
+  f[#f + 1] = 'ba'; f[#f + 1] = 'bb'
+  local v = redis.call('HMGET', H, unpack(f))
+  for i = 1, L do
+    A[i] = tonumber(v[3 * i - 2]) or 0
+    B[i] = tonumber(v[3 * i - 1]) or 0
+    Cc[i] = tonumber(v[3 * i]) or 0
+  end
+  BA = tonumber(v[3 * L + 1]) or 0
+  BB = tonumber(v[3 * L + 2]) or 0
+end
+
+-- GCRA: a bucket's state is its theoretical arrival time (TAT): t whole
+-- µs and f, the fraction of the next µs in n-ths, so that a unit costs
+-- exactly w/n µs. backlog is how far the TAT is ahead of now, in n-ths of a
+-- µs.
+local function backlog(t, f, n)
+  if t < now then return 0 end
+  return (t - now) * n + min(f, n - 1)
+end
+local function tat_after(x, n)
+  local q = idiv(x, n)
+  local r = x - q * n
+  local wait = q
+  if r ~= 0 then wait = q + 1 end
+  return now + q, r, wait
+end
+-- gcra admits cost units if the TAT after them is at most cap units
+-- (cap×w n-ths of a µs) ahead of now.
+local function gcra(t, f, n, w, cap, c)
+  local tau = cap * w
+  local x = backlog(t, f, n)
+  local rem = idiv(max(tau - x, 0), w)
+  if c > cap then
+    return {ok = false, rem = rem, reset = cdiv(x, n), retry = w, never = true}
+  end
+  local nx = x + c * w
+  if nx > tau then
+    return {ok = false, rem = rem, reset = cdiv(x, n), retry = cdiv(nx - tau, n)}
+  end
+  local a, b, full = tat_after(nx, n)
+  return {ok = true, a = a, b = b, rem = idiv(tau - nx, w), reset = full, keep = full}
+end
+-- gcra_refund moves a TAT back by cost units, never before now.
+local function gcra_refund(t, f, n, w, c)
+  local x = backlog(t, f, n)
+  if x == 0 then return nil end
+  local a, b = tat_after(max(x - c * w, 0), n)
+  return a, b
+end
+`
+
+// luaDriver decides with the algorithm's step, prepare, commit and refund
+// functions, and the burst bucket (window algorithms) in front.
+const luaDriver = `
+prepare()
+if op == 'r' then
+  if cost > 0 then
+    for i = 1, L do refund(i, cost) end
+    if burst > 0 then
+      local a, b = gcra_refund(BA, BB, N[bi], W[bi], cost)
+      if a then set('ba', a); set('bb', b) end
+    end
+    if #put > 0 then redis.call('HSET', H, unpack(put)) end
+  end
+  return 1
+end
+local res = {}
+local allowed, retry, never = true, 0, false
+for i = 1, L do
+  local r = step(i, cost)
+  res[i] = r
+  if not r.ok then
+    allowed = false
+    if r.retry > retry then retry = r.retry end
+    never = never or r.never
+  end
+end
+local br
+if burst > 0 then
+  br = gcra(BA, BB, N[bi], W[bi], burst, cost)
+  if not br.ok then
+    allowed = false
+    if br.retry > retry then retry = br.retry end
+    never = never or br.never
+  end
+end
+if never then retry = longest end
+if not allowed and cost > 0 then
+  -- nothing is taken: the limits that had room report it untaken
+  for i = 1, L do if res[i].ok then res[i] = step(i, 0) end end
+  if br and br.ok then br = gcra(BA, BB, N[bi], W[bi], burst, 0) end
+end
+if br and br.rem < res[bi].rem then res[bi].rem = br.rem end
+if cost == 0 then allowed, retry = true, 0 end
+local delay = 0
+if allowed and cost > 0 then delay = res[1].delay or 0 end
+if allowed and cost > 0 and op == 'a' then
+  local keep = 1
+  for i = 1, L do keep = max(keep, commit(i, res[i])) end
+  if br then
+    set('ba', br.a); set('bb', br.b)
+    keep = max(keep, br.keep)
+  end
+  redis.call('HSET', H, unpack(put))
+  local ms = cdiv(keep, 1000)
+  for k = 1, #KEYS do redis.call('PEXPIRE', KEYS[k], ms) end
+end
+local out = {allowed and 1 or 0, retry, delay, now}
+for i = 1, L do out[#out + 1] = res[i].rem; out[#out + 1] = res[i].reset end
+return out
+`

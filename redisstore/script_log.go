@@ -1,0 +1,88 @@
+package redisstore
+
+// luaSlidingLog keeps the admissions of the last window, as limiter's
+// sliding_log. Per limit i, KEYS[1+i] is a ZSET of events: score = the
+// time (µs), member = "<seq>:<units>" (seq from the hash's field s, so
+// members are unique; one event per admission, whatever its cost). b<i> in
+// the hash is the units the ZSET holds, so a decision reads the expired
+// events only, never the whole log. Each event holds at least one unit and
+// the units held never exceed the limit: a ZSET has at most Count members.
+// Expired events are removed when a request is admitted; a denial writes
+// nothing. Every key lives for the longest window after the newest event.
+// Refund: units come back from the newest events.
+const luaSlidingLog = `
+local NEW, HELD, OLD = {}, {}, {}
+local seq = tonumber(redis.call('HGET', H, 's')) or 0
+local function units(m) return tonumber(string.match(m, ':(%d+)$')) or 0 end
+local function prepare()
+  for i = 1, L do
+    local z = KEYS[1 + i]
+    local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+    local newest = tonumber(top[2])
+    local held = B[i]
+    if not newest then
+      held = 0 -- the log expired: whatever the hash says, nothing is held
+    else
+      local old = redis.call('ZRANGEBYSCORE', z, '-inf', max(now, newest) - W[i])
+      for k = 1, #old do held = held - units(old[k]) end
+      OLD[i] = #old > 0
+    end
+    NEW[i] = newest
+    HELD[i] = max(held, 0)
+  end
+end
+local function lretry(i, held, c)
+  local n, w, z = N[i], W[i], KEYS[1 + i]
+  if c > n then return w end
+  local from = max(now, NEW[i] or 0) - w
+  local off = 0
+  while true do
+    local ev = redis.call('ZRANGEBYSCORE', z, '(' .. string.format('%d', from), '+inf', 'WITHSCORES', 'LIMIT', off, 128)
+    if #ev == 0 then return w end
+    for k = 1, #ev, 2 do
+      held = held - units(ev[k])
+      if held + c <= n then return max(tonumber(ev[k + 1]) + w - now, 1) end
+    end
+    off = off + #ev / 2
+  end
+end
+local function step(i, c)
+  local n, w, held, newest = N[i], W[i], HELD[i], NEW[i]
+  local live = held > 0 and newest ~= nil
+  if held + c > n then
+    local reset = 0
+    if live then reset = newest + w - now end
+    return {ok = false, rem = max(n - held, 0), reset = reset, retry = lretry(i, held, c), never = c > n}
+  end
+  local reset = 0
+  if c > 0 then reset = max(now, newest or 0) + w - now
+  elseif live then reset = newest + w - now end
+  return {ok = true, rem = n - held - c, reset = reset}
+end
+local function commit(i, r)
+  local z, t = KEYS[1 + i], max(now, NEW[i] or 0)
+  if OLD[i] then redis.call('ZREMRANGEBYSCORE', z, '-inf', t - W[i]) end
+  seq = seq + 1
+  redis.call('ZADD', z, t, string.format('%d', seq) .. ':' .. string.format('%d', cost))
+  set('b' .. i, HELD[i] + cost)
+  if i == L then set('s', seq) end
+  return t + longest - now
+end
+local function refund(i, c)
+  local z = KEYS[1 + i]
+  local held = B[i]
+  while c > 0 do
+    local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+    if not top[1] then break end
+    local u = units(top[1])
+    local k = min(c, u)
+    redis.call('ZREM', z, top[1])
+    if u > k then
+      seq = seq + 1
+      redis.call('ZADD', z, top[2], string.format('%d', seq) .. ':' .. string.format('%d', u - k))
+    end
+    c, held = c - k, held - k
+  end
+  if held ~= B[i] then set('b' .. i, max(held, 0)); set('s', seq) end
+end
+`

@@ -26,6 +26,7 @@ func init() {
 //	GET    /rate_limit/rules/{rule}/keys/{key}     a key's state per limit
 //	DELETE /rate_limit/rules/{rule}/keys/{key}     reset a key, on every node of a cluster
 //	GET    /rate_limit/cluster                     members, hot keys' shares, gossip traffic
+//	GET    /rate_limit/ui/                         the dashboard (dashboard.go)
 //
 // Rule names and keys are path segments, percent-encoded.
 type adminAPI struct{}
@@ -43,7 +44,8 @@ const adminPrefix = "/rate_limit/"
 
 // Routes returns the admin routes.
 func (adminAPI) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: adminPrefix, Handler: caddy.AdminHandlerFunc(serveAdmin)}}
+	routes := []caddy.AdminRoute{{Pattern: adminPrefix, Handler: caddy.AdminHandlerFunc(serveAdmin)}}
+	return append(routes, dashboardRoutes()...)
 }
 
 // Defaults and bounds of the top-keys route.

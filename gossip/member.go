@@ -48,7 +48,8 @@ type Config struct {
 	// Rejoin is how often, once joined, this node tries to reconnect to
 	// members declared dead, and to the seeds, while any member is dead:
 	// memberlist alone never merges two sides of a partition that lasted
-	// longer than its GossipToTheDeadTime (30 s). Default 10s.
+	// longer than its GossipToTheDeadTime (30 s). Default 2s: a long
+	// partition heals within about that once the network does.
 	Rejoin time.Duration
 	// Logger receives memberlist's logs, which are chatty. Default:
 	// discarded.
@@ -168,7 +169,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 		cfg.SyncInterval = 100 * time.Millisecond
 	}
 	if cfg.Rejoin <= 0 {
-		cfg.Rejoin = 10 * time.Second
+		cfg.Rejoin = 2 * time.Second
 	}
 	logger := cfg.Logger
 	if logger == nil {

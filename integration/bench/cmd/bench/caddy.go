@@ -90,12 +90,13 @@ func startAt(bin, listen, admin string, handlers []map[string]any, cpu int, dir 
 		return nil, err
 	}
 	s := &server{admin: admin}
+	env := append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
 	s.cmd = exec.Command(bin, "run", "--config", file)
-	s.cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
 	if cpu >= 0 {
 		s.cmd = exec.Command("taskset", "-c", strconv.Itoa(cpu), bin, "run", "--config", file)
-		s.cmd.Env = append(s.cmd.Env, "GOMAXPROCS=1")
+		env = append(env, "GOMAXPROCS=1")
 	}
+	s.cmd.Env = env
 	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
 	if err := s.cmd.Start(); err != nil {
 		return nil, err

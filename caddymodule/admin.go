@@ -177,6 +177,9 @@ func serveTopKeys(w http.ResponseWriter, r *http.Request, e ruleEntry) error {
 
 // serveKey answers a key's state.
 func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
+	if st := storeOf(e); st != nil {
+		return serveStoreKey(w, e, st, key)
+	}
 	if !e.lim.Contains(key) {
 		return apiError(http.StatusNotFound, "rule %q has no state for key %q (never seen, idle and swept, or evicted)", e.name, key)
 	}
@@ -190,6 +193,9 @@ func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
 // with scope cluster forgets it on every node reachable; a key this node
 // never saw is still reset on the others.
 func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
+	if st := storeOf(e); st != nil {
+		return resetStoreKey(w, e, st, key)
+	}
 	found := e.lim.Delete(key)
 	e.stats.forget(key)
 	v := resetView{Rule: e.name, Key: key, Reset: found}

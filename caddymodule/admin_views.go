@@ -148,20 +148,8 @@ func describeKey(e ruleEntry, key, tier string) keyView {
 	}
 	now := time.Now()
 	d := e.lim.PeekScaledAt(key, now, 0, v.Scale)
-	for i := 0; i < d.Len; i++ {
-		q := d.Quotas[i]
-		v.Limits = append(v.Limits, keyLimitView{
-			Limit:         q.Limit,
-			WindowSeconds: q.Window.Seconds(),
-			Used:          max(0, q.Limit-q.Remaining),
-			Remaining:     q.Remaining,
-			ResetSeconds:  q.Reset.Seconds(),
-		})
-	}
 	next := e.lim.PeekScaledAt(key, now, 1, v.Scale)
-	v.Allowed = next.Allowed
-	v.RetryAfterSeconds = next.RetryAfter.Seconds()
-	return v
+	return keyViewOf(v, &d, &next)
 }
 
 // countryOfKey is the country the running config's geoip database gives a

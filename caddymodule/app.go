@@ -65,7 +65,16 @@ type App struct {
 	// alone.
 	Cluster *ClusterConfig `json:"cluster,omitempty"`
 
+	// Store is where rules with `store redis` keep their state: a Redis
+	// shared by every node, for exact global limits (see StoreConfig).
+	// Default: none; such rules then fail to load.
+	Store *StoreConfig `json:"store,omitempty"`
+
 	tokens *tokens // from JWT
+
+	redis    *sharedRedis          // the client of Store.Redis, from redisClients
+	redisSet redisSettings         // Store.Redis, parsed
+	stores   map[string]*ruleStore // by rule name: the rules with store redis; set while provisioning
 
 	cluster *clusterSettings             // from Cluster
 	node    *atomic.Pointer[clusterNode] // the cluster node in use; set at Provision if one runs, else at Start
@@ -128,6 +137,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if n := clusters.existing(settings); n != nil {
 			a.node.Store(n) // a reload: the node runs on, and serves the new handlers at once
 		}
+	}
+	if a.Store != nil {
+		if a.Store.Redis == nil {
+			return fmt.Errorf("store: no redis block (the one store there is)")
+		}
+		settings, err := a.Store.Redis.settings()
+		if err != nil {
+			return err
+		}
+		a.redisSet = settings
+		a.redis = redisClients.acquire(settings) // connects at its first call, not here
 	}
 	if a.GeoIP != "" {
 		db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(a.GeoIP, ""))
@@ -235,6 +255,10 @@ func (a *App) Cleanup() error {
 		if n := a.node.Swap(nil); n != nil {
 			clusters.release(n)
 		}
+	}
+	if a.redis != nil {
+		redisClients.release(a.redis)
+		a.redis = nil
 	}
 	if a.geoFile != nil {
 		_, err := geoDatabases.Delete(*a.geoFile)

@@ -39,6 +39,8 @@ func init() {
 //	    key_hash       sha256
 //	    problem_json
 //	    log_key
+//	    store          local|redis            # redis: the app's store redis block; default local
+//	    on_store_error local|fail_open|fail_closed  # store redis: when Redis fails; default local
 //	    match          { <request matchers> }  # repeatable: any set matching is enough
 //	    rules_file     <path>                 # rules in the EdgeByte YAML format, read at load
 //	    rule <name> {

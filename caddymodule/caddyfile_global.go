@@ -52,11 +52,23 @@ func init() {
 //	            on_partition  local_share|fail_open|fail_closed
 //	            max_keys      <count>           # hot keys followed; default 10000
 //	        }
+//	        store redis {
+//	            address         <host:port...>  # repeatable: adds; Cluster seeds, or Sentinels
+//	            username        <user>
+//	            password        <password>      # {env.REDIS_PASSWORD}
+//	            db              <n>             # default 0
+//	            tls             [on|off]        # default off
+//	            timeout         <duration>      # per call on the request path; default 50ms
+//	            key_prefix      <prefix>        # default edgelimit:
+//	            cluster         on|off          # default off: addresses are Redis Cluster seeds
+//	            sentinel_master <name>          # addresses are Sentinels
+//	            probe_interval  <duration>      # default 1s
+//	        }
 //	    }
 //	}
 //
 // The block may be empty. Given twice, the second adds to the first, but
-// jwt and cluster may each be given once in all. A secret_key is required
+// jwt, cluster and store may each be given once in all. A secret_key is required
 // unless bind is a loopback address.
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -118,6 +130,16 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 				return nil, err
 			}
 			app.Cluster = cfg
+
+		case "store":
+			if app.Store != nil {
+				return nil, d.Errf("store already given")
+			}
+			cfg, err := parseStoreBlock(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Store = cfg
 
 		default:
 			return nil, d.Errf("unrecognized subdirective %q", d.Val())
@@ -323,6 +345,121 @@ func secretKeyArg(d *caddyfile.Dispenser, i int, key string) error {
 	}
 	if n := len(raw); n != 16 && n != 24 && n != 32 {
 		return d.Errf("cluster secret_key %d: %d bytes, want 16, 24 or 32 (generate a key with: head -c 32 /dev/urandom | base64)", i+1, n)
+	}
+	return nil
+}
+
+// parseStoreBlock reads `store redis { … }` of the global option. What
+// holds a placeholder is checked when the config loads
+// (RedisConfig.settings).
+func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
+	start := d.Token()
+	var kind string
+	if !d.NextArg() {
+		return nil, d.Errf("store: want redis, as in `store redis { address 10.0.0.9:6379 }`")
+	}
+	if kind = d.Val(); kind != storeRedis {
+		return nil, d.Errf("store %q: want redis", kind)
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	cfg := new(RedisConfig)
+	seen := make(map[string]caddyfile.Token)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if tok, dup := seen[sub]; dup && sub != "address" {
+			return nil, d.Errf("store redis: %s already given on line %d", sub, tok.Line)
+		}
+		seen[sub] = d.Token()
+		var err error
+		switch sub {
+		case "address":
+			addrs := d.RemainingArgs()
+			if len(addrs) == 0 {
+				return nil, d.Errf("store redis: address: give host:port, such as 10.0.0.9:6379")
+			}
+			for _, a := range addrs {
+				if strings.Contains(a, "{") {
+					continue
+				}
+				if err := checkRedisAddress(a); err != nil {
+					return nil, d.Errf("%v", err)
+				}
+			}
+			cfg.Addresses = append(cfg.Addresses, addrs...)
+		case "username":
+			err = oneArg(d, &cfg.Username)
+		case "password":
+			err = oneArg(d, &cfg.Password)
+		case "db":
+			var arg string
+			if err = oneArg(d, &arg); err == nil {
+				n, perr := strconv.Atoi(arg)
+				if perr != nil || n < 0 {
+					return nil, d.Errf("store redis: db %s: must be a whole number ≥ 0", arg)
+				}
+				cfg.DB = n
+			}
+		case "tls":
+			err = onOffArg(d, "store redis tls", &cfg.TLS, true)
+		case "timeout", "probe_interval":
+			var every time.Duration
+			if every, err = intervalArg(d, "store redis "+sub); err == nil {
+				if sub == "timeout" {
+					cfg.Timeout = caddy.Duration(every)
+				} else {
+					cfg.ProbeInterval = caddy.Duration(every)
+				}
+			}
+		case "key_prefix":
+			if err = oneArg(d, &cfg.KeyPrefix); err == nil && strings.ContainsAny(cfg.KeyPrefix, "{}") {
+				return nil, d.Errf("store redis: key_prefix %q: must not contain '{' or '}' (they would move the Redis Cluster hash tag)", cfg.KeyPrefix)
+			}
+		case "cluster":
+			err = onOffArg(d, "store redis cluster", &cfg.Cluster, false)
+		case "sentinel_master":
+			err = oneArg(d, &cfg.SentinelMaster)
+		default:
+			return nil, d.Errf("store redis: unrecognized subdirective %q", sub)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case len(cfg.Addresses) == 0:
+		return nil, errAtToken(start, "store redis: address is required (host:port of the server, the Redis Cluster seeds or the Sentinels)")
+	case cfg.Cluster && cfg.SentinelMaster != "":
+		return nil, errAtToken(seen["sentinel_master"], "store redis: cluster on and sentinel_master: choose one (a Redis Cluster, or a master found through Sentinels)")
+	case len(cfg.Addresses) > 1 && !cfg.Cluster && cfg.SentinelMaster == "":
+		return nil, errAtToken(seen["address"], "store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(cfg.Addresses))
+	case cfg.Cluster && cfg.DB != 0:
+		return nil, errAtToken(seen["db"], "store redis: db %d: a Redis Cluster has only db 0", cfg.DB)
+	}
+	return &StoreConfig{Redis: cfg}, nil
+}
+
+// onOffArg reads `on` or `off` into dst; with bare, the subdirective
+// alone means on.
+func onOffArg(d *caddyfile.Dispenser, what string, dst *bool, bare bool) error {
+	if !d.NextArg() {
+		if bare {
+			*dst = true
+			return nil
+		}
+		return d.Errf("%s: want on or off", what)
+	}
+	switch d.Val() {
+	case "on":
+		*dst = true
+	case "off":
+		*dst = false
+	default:
+		return d.Errf("%s %q: want on or off", what, d.Val())
+	}
+	if d.NextArg() {
+		return d.ArgErr()
 	}
 	return nil
 }

@@ -86,6 +86,8 @@ var inheritedFields = map[string]func(dst, src *Rule){
 	"tier_by":        func(dst, src *Rule) { dst.TierBy = src.TierBy },
 	"key_hash":       func(dst, src *Rule) { dst.KeyHash = src.KeyHash },
 	"match":          func(dst, src *Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
+	"store":          func(dst, src *Rule) { dst.Store = src.Store },
+	"on_store_error": func(dst, src *Rule) { dst.OnStoreError = src.OnStoreError },
 }
 
 // inherit fills in what s does not set from the defaults.
@@ -111,6 +113,13 @@ func (s *ruleSpec) finish() error {
 	}
 	if len(r.Limits) == 0 {
 		return errAtToken(s.start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
+	}
+	if err := r.checkStore(); err != nil {
+		at := s.set["store"]
+		if at.Text == "" {
+			at = s.set["on_store_error"]
+		}
+		return errAtToken(at, "rule %q: %v", r.Name, err)
 	}
 	if err := r.validate(); err != nil {
 		return errAtToken(s.start, "rule %q: %v", r.Name, err)
@@ -324,6 +333,24 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return d.Errf("geo_multiplier: %v", err)
 		}
 		r.GeoMultiplier = m.Map()
+
+	case "store":
+		if err := oneArg(d, &r.Store); err != nil {
+			return err
+		}
+		if r.Store != storeLocal && r.Store != storeRedis {
+			return d.Errf("store %q: want local or redis", r.Store)
+		}
+
+	case "on_store_error":
+		if err := oneArg(d, &r.OnStoreError); err != nil {
+			return err
+		}
+		switch r.OnStoreError {
+		case storeErrorLocal, storeErrorFailOpen, storeErrorFailClosed:
+		default:
+			return d.Errf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
+		}
 
 	case "match":
 		set, err := caddyhttp.ParseCaddyfileNestedMatcherSet(d)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // ledgerVar is the request variable holding the request's ledger.
@@ -27,6 +29,10 @@ type taken struct {
 	key   string
 	cost  int64
 	scale float64
+	// stored is the decision Redis made, for a rule with store redis
+	// that Redis decided: the units are given back there. Nil when the
+	// in-process limiter decided.
+	stored *limiter.Decision
 }
 
 // ledgerOf is the request's ledger, made on first use.
@@ -90,6 +96,17 @@ func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time
 	}
 	for _, ts := range [][]taken{earlier, mine} {
 		for _, t := range ts {
+			if t.stored != nil {
+				if t.cost > 0 {
+					t.ru.refundStore(r.Context(), t.key, t.cost)
+				}
+				d := *t.stored // as it was, with the units back
+				for i := 0; i < d.Len; i++ {
+					d.Quotas[i].Remaining = min(d.Quotas[i].Remaining+t.cost, d.Quotas[i].Limit)
+				}
+				t.ru.setHeaders(hdr, &d)
+				continue
+			}
 			if t.cost > 0 {
 				t.ru.lim.RefundAt(t.key, now, t.cost, t.scale)
 			}

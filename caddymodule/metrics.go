@@ -24,6 +24,16 @@ var (
 		"Tokens that failed verification for rules keyed by a JWT claim, by reason; such requests get no key from the token.",
 		[]string{"reason"}, nil)
 
+	descStoreErrors = prometheus.NewDesc("caddy_rate_limit_store_errors_total",
+		"Calls to the Redis store that failed, by reason: timeout, unavailable (refused, reset, breaker open), script (Redis answered with an error). Exported with a store block.",
+		[]string{"reason"}, nil)
+	descStoreFallbacks = prometheus.NewDesc("caddy_rate_limit_store_fallbacks_total",
+		"Requests of a rule with store redis that Redis could not decide, by the on_store_error mode applied: local, fail_open, fail_closed.",
+		[]string{"rule", "mode"}, nil)
+	descStoreUp = prometheus.NewDesc("caddy_rate_limit_store_up",
+		"1 if Redis answered the last call of every rule with store redis (their breakers are closed), 0 if a breaker is open. Exported with a store block.",
+		nil, nil)
+
 	// decisionSeconds is the time the handler takes over a request
 	// (rules matched, keyed, decided, headers set), measured on one
 	// request in decisionSample.
@@ -59,6 +69,9 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descClusterMembers
 	ch <- descGossipBytes
 	ch <- descGossipDropped
+	ch <- descStoreErrors
+	ch <- descStoreFallbacks
+	ch <- descStoreUp
 	decisionSeconds.Describe(ch)
 }
 
@@ -74,11 +87,26 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(r.lim.Len()), r.name)
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(r.lim.Evictions()), r.name)
+		if r.rule.Store == storeRedis {
+			for i, mode := range storeModes {
+				n := r.stats.fallbacks[i].Load()
+				if n > 0 || mode == r.rule.OnStoreError || (i == 0 && r.rule.OnStoreError == "") {
+					ch <- prometheus.MustNewConstMetric(descStoreFallbacks, prometheus.CounterValue, float64(n), r.name, mode)
+				}
+			}
+		}
 	}
-	if app := activeApp.Load(); app != nil && app.tokens != nil {
+	app := activeApp.Load()
+	if app != nil && app.tokens != nil {
 		for i, reason := range jwtReasons {
 			ch <- prometheus.MustNewConstMetric(descJWTFailures, prometheus.CounterValue, float64(jwtFailures[i].Load()), reason)
 		}
+	}
+	if app != nil && app.Store != nil {
+		for i, reason := range storeErrorReasons {
+			ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(storeErrors[i].Load()), reason)
+		}
+		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, app.storeUp())
 	}
 	collectCluster(ch)
 	decisionSeconds.Collect(ch)

@@ -35,6 +35,7 @@ type rule struct {
 	geo      geo.Multipliers
 	hasGeo   bool // geo_multiplier is set
 
+	store      *ruleStore         // store redis: its state in Redis
 	hash       uint64             // gossip.KeyHash(Name), for a rule with scope cluster
 	tiers      map[string]float64 // the factor of each tier; nil without tiers
 	tierSource keySource
@@ -156,10 +157,20 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		switch {
 		case r.Scope == scopeCluster && h.app.Cluster == nil:
 			return fmt.Errorf("rule %s: scope cluster needs a cluster: set the global option rate_limit { cluster { … } }", r.Name)
-		case h.app.Cluster != nil && r.Scope != scopeNode:
+		case h.app.Cluster != nil && r.Scope != scopeNode && r.Store != storeRedis:
 			r.clustered = true
 			r.hash = gossip.KeyHash(r.Name)
 		}
+		if r.Store == storeRedis {
+			if h.app.redis == nil {
+				return fmt.Errorf("rule %s: store redis needs a Redis: set the global option rate_limit { store redis { address <host:port> } }", r.Name)
+			}
+			if r.store, err = h.app.storeFor(r); err != nil {
+				return fmt.Errorf("rule %s: %v", r.Name, err)
+			}
+		}
+		// the in-process limiter: the rule's state, or with store redis
+		// the fallback of on_store_error local
 		r.lim, r.stats, err = h.app.limiterFor(r.Rule)
 		if err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)

@@ -69,7 +69,8 @@ type Rule struct {
 	// Scope is "cluster" (the limits hold for the whole cluster, each node
 	// taking a share of them) or "node" (each node applies them alone).
 	// Default: cluster when the rate_limit app has a cluster, else node;
-	// "cluster" without one is an error.
+	// "cluster" without one is an error. A rule with store redis takes
+	// no scope: Redis holds its limit for every node.
 	Scope string `json:"scope,omitempty"`
 
 	// Exempt lists client IP ranges (CIDR, or single addresses) the rule
@@ -127,6 +128,21 @@ type Rule struct {
 	// TierBy is the key source whose value is the request's tier: "jwt
 	// plan", "header X-Plan", or any source of By. Required with Tiers.
 	TierBy string `json:"tier_by,omitempty"`
+
+	// Store is where the rule's state lives: "local" (in this process;
+	// shared through the cluster with scope cluster) or "redis" (in the
+	// Redis of the app's store block, shared exactly by every node that
+	// uses it; not with scope, geo_multiplier or tiers). Default: local.
+	Store string `json:"store,omitempty"`
+
+	// OnStoreError is what a rule with store redis does when Redis cannot
+	// decide within the timeout (down, refused, breaker open, an error):
+	// "local" (the rule's in-process limiter decides, so each node
+	// enforces the whole limit on its own), "fail_open" (the request
+	// passes, unlimited by the rule and without its headers) or
+	// "fail_closed" (503 Service Unavailable, Retry-After: 1).
+	// Default: local.
+	OnStoreError string `json:"on_store_error,omitempty"`
 
 	clustered bool // scope cluster, with a cluster: set at Provision
 }
@@ -210,6 +226,42 @@ func (r *Rule) checkFields() error {
 	}
 	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
 		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
+	}
+	return r.checkStore()
+}
+
+// checkStore checks store and on_store_error, and what store redis
+// cannot be combined with.
+func (r *Rule) checkStore() error {
+	switch r.OnStoreError {
+	case "", storeErrorLocal, storeErrorFailOpen, storeErrorFailClosed:
+	default:
+		return fmt.Errorf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
+	}
+	switch r.Store {
+	case "", storeLocal:
+		if r.OnStoreError != "" {
+			return fmt.Errorf("on_store_error applies to store redis only")
+		}
+		return nil
+	case storeRedis:
+	default:
+		return fmt.Errorf("store %q: want local or redis", r.Store)
+	}
+	switch {
+	case r.Scope == scopeCluster:
+		return fmt.Errorf("store redis and scope cluster: choose one (Redis holds one exact limit for every node that uses it; scope cluster shares the limit by gossip)")
+	case r.Scope == scopeNode:
+		return fmt.Errorf("store redis and scope node: choose one (a limit in Redis holds for every node that uses it)")
+	case len(r.GeoMultiplier) > 0:
+		return fmt.Errorf("store redis does not support geo_multiplier yet")
+	case len(r.Tiers) > 0:
+		return fmt.Errorf("store redis does not support tiers yet")
+	}
+	for _, l := range r.Limits {
+		if time.Duration(l.Window)%time.Microsecond != 0 {
+			return fmt.Errorf("limit window %s: must be a whole number of microseconds with store redis", time.Duration(l.Window))
+		}
 	}
 	return nil
 }

@@ -75,7 +75,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if ru.hasGeo {
 			scale *= ru.geo.For(where.of(h.app, r, repl))
 		}
-		d, scale := ru.decide(h.app, key, now, cost, scale)
+		var d limiter.Decision
+		var stored *limiter.Decision // the decision, when Redis made it
+		if ru.store != nil {
+			var from storeOutcome
+			d, from = ru.decideStore(r.Context(), key, now, cost)
+			switch {
+			case from == fromStore:
+				kept := d // escapes: only for decisions Redis made
+				stored = &kept
+			case from == clientGone:
+				h.undo(w.Header(), r, &took, now)
+				return caddyhttp.Error(statusClientClosed, r.Context().Err())
+			case from == failedOpen, from == failedClosed && ru.Shadow:
+				ru.stats.decided(key, cost, true, ru.Shadow)
+				continue // unlimited by this rule: no headers, nothing taken
+			case from == failedClosed:
+				ru.stats.decided(key, cost, false, false)
+				h.undo(w.Header(), r, &took, now)
+				w.Header().Set("Retry-After", "1")
+				return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("rate limit %s: store unavailable (on_store_error fail_closed)", ru.Name))
+			}
+		} else {
+			d, scale = ru.decide(h.app, key, now, cost, scale)
+		}
 		timed = ru.stats.decided(key, cost, d.Allowed, ru.Shadow) || timed
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, now)
@@ -90,7 +113,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			h.logDenial(ru, r, key, &d, where.code, true)
 			cost = 0
 		}
-		took.add(taken{ru, key, cost, scale})
+		took.add(taken{ru: ru, key: key, cost: cost, scale: scale, stored: stored})
 		if !ru.Shadow { // a shadow rule never holds a request either
 			delay = max(delay, d.Delay)
 		}

@@ -25,6 +25,10 @@ type ruleStats struct {
 	// denial, as most rules deny rarely.
 	mostDenied     atomic.Pointer[topkeys.Sketch]
 	mostDeniedOnce sync.Once
+
+	// fallbacks counts, by on_store_error mode (storeModes), the requests
+	// of a rule with store redis that Redis could not decide.
+	fallbacks [len(storeModes)]atomic.Uint64
 }
 
 // paddedCounter is an atomic counter alone on its cache line.

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,6 +134,23 @@ func (s *Server) Kill() {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+}
+
+// Pause stops the server (SIGSTOP) without closing anything: connections
+// stay open and new ones are accepted by the kernel, but nothing is
+// answered, as when Redis hangs or the network drops packets. Resume
+// continues it. Both do nothing if the server is not running.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
 }
 
 // Restart kills the server if it runs and starts a new, empty one on the

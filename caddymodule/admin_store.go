@@ -1,0 +1,95 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// The admin API's key routes for rules with store redis: a key's state is
+// read from Redis (Store.Peek) and reset there (Store.Reset), in the same
+// JSON as a local key's. Redis down answers 503.
+
+// adminStoreTimeout bounds the admin API's calls to Redis: an operator can
+// wait longer than a request.
+const adminStoreTimeout = 2 * time.Second
+
+// storeOf is the Redis store of a rule in force with store redis, or nil.
+func storeOf(e ruleEntry) *ruleStore {
+	if e.rule.Store != storeRedis {
+		return nil
+	}
+	app := activeApp.Load()
+	if app == nil {
+		return nil
+	}
+	return app.stores[e.name]
+}
+
+// storeKeyExists reports whether Redis holds state for key.
+func storeKeyExists(ctx context.Context, st *ruleStore, key string) (bool, error) {
+	n, err := st.client.Exists(ctx, st.store.RedisKeys(key)...).Result()
+	return n > 0, err
+}
+
+// serveStoreKey answers a key's state in Redis.
+func serveStoreKey(w http.ResponseWriter, e ruleEntry, st *ruleStore, key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(adminStoreTimeout, st.timeout))
+	defer cancel()
+	found, err := storeKeyExists(ctx, st, key)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
+	}
+	if !found {
+		return apiError(http.StatusNotFound, "rule %q has no state in redis for key %q (never seen, or idle and expired)", e.name, key)
+	}
+	now, err := st.store.Peek(ctx, key, 0)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
+	}
+	next, err := st.store.Peek(ctx, key, 1)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
+	}
+	return writeJSON(w, keyViewOf(keyView{Rule: e.name, Key: key, Scale: 1}, &now, &next))
+}
+
+// resetStoreKey forgets a key in Redis, and in the rule's in-process
+// fallback limiter.
+func resetStoreKey(w http.ResponseWriter, e ruleEntry, st *ruleStore, key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(adminStoreTimeout, st.timeout))
+	defer cancel()
+	found, err := storeKeyExists(ctx, st, key)
+	if err == nil {
+		err = st.store.Reset(ctx, key)
+	}
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, "rule %q: resetting in redis: %v", e.name, err)
+	}
+	local := e.lim.Delete(key)
+	e.stats.forget(key)
+	if !found && !local {
+		return apiError(http.StatusNotFound, "rule %q has no state for key %q", e.name, key)
+	}
+	return writeJSON(w, resetView{Rule: e.name, Key: key, Reset: true})
+}
+
+// keyViewOf fills v from a key's state now (a peek of cost 0) and what a
+// request of cost 1 would get (next).
+func keyViewOf(v keyView, now, next *limiter.Decision) keyView {
+	for i := 0; i < now.Len; i++ {
+		q := now.Quotas[i]
+		v.Limits = append(v.Limits, keyLimitView{
+			Limit:         q.Limit,
+			WindowSeconds: q.Window.Seconds(),
+			Used:          max(0, q.Limit-q.Remaining),
+			Remaining:     q.Remaining,
+			ResetSeconds:  q.Reset.Seconds(),
+		})
+	}
+	v.Allowed = next.Allowed
+	v.RetryAfterSeconds = next.RetryAfter.Seconds()
+	return v
+}

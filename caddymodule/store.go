@@ -1,0 +1,475 @@
+package caddymodule
+
+// The Redis store: rules with `store redis` keep their state in one Redis
+// shared by every node, through package redisstore, and fall back on
+// their in-process limiter (or fail open, or closed) when it is away.
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/edgebyte/edgelimit/limiter"
+	"github.com/edgebyte/edgelimit/redisstore"
+)
+
+// StoreConfig says where the rules with `store redis` keep their state.
+// Rules keep it in process (store local) unless they say otherwise.
+type StoreConfig struct {
+	// Redis is the Redis that rules with store redis share. Required.
+	Redis *RedisConfig `json:"redis,omitempty"`
+}
+
+// RedisConfig is the Redis (a server, a Redis Cluster, or a master found
+// through Sentinels) that rules with `store redis` decide on: every node
+// configured with it enforces one exact limit per key. One client per
+// process serves every such rule, kept across reloads while this block is
+// unchanged.
+type RedisConfig struct {
+	// Addresses are host:port: the server; with Cluster, seeds of the
+	// Redis Cluster; with SentinelMaster, the Sentinels. Placeholders such
+	// as {env.REDIS_ADDR} are replaced. Required: one, unless Cluster or
+	// SentinelMaster.
+	Addresses []string `json:"addresses,omitempty"`
+
+	// Username is the ACL user (Redis 6+). Placeholders are replaced.
+	// Default: none (the default user).
+	Username string `json:"username,omitempty"`
+
+	// Password authenticates to Redis (not to the Sentinels).
+	// Placeholders such as {env.REDIS_PASSWORD} are replaced. Default:
+	// none.
+	Password string `json:"password,omitempty"`
+
+	// DB is the logical database; a Redis Cluster has only 0. Default: 0.
+	DB int `json:"db,omitempty"`
+
+	// TLS connects with TLS (the system's roots verify the server).
+	// Default: off.
+	TLS bool `json:"tls,omitempty"`
+
+	// Timeout bounds each call to Redis on the request path, from taking
+	// a connection (or dialing one) to reading the reply; past it the
+	// rule's on_store_error applies. Default: 50ms.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// KeyPrefix starts every Redis key; each rule adds its name and ':'.
+	// It must not hold '{' or '}'. Default: "edgelimit:".
+	KeyPrefix string `json:"key_prefix,omitempty"`
+
+	// Cluster makes Addresses the seeds of a Redis Cluster. Default: off.
+	Cluster bool `json:"cluster,omitempty"`
+
+	// SentinelMaster is the master's name when Addresses are Sentinels.
+	// Default: none.
+	SentinelMaster string `json:"sentinel_master,omitempty"`
+
+	// ProbeInterval is how long a rule fails fast after Redis failed
+	// (applying on_store_error without trying it) before one request
+	// probes it again; also the most often a rule logs that Redis fails.
+	// Default: 1s.
+	ProbeInterval caddy.Duration `json:"probe_interval,omitempty"`
+}
+
+// Defaults of the redis block.
+const (
+	defaultStoreTimeout = 50 * time.Millisecond
+	minDialTimeout      = time.Second
+)
+
+// The values of Rule.Store and Rule.OnStoreError.
+const (
+	storeLocal = "local"
+	storeRedis = "redis"
+
+	storeErrorLocal      = "local"
+	storeErrorFailOpen   = "fail_open"
+	storeErrorFailClosed = "fail_closed"
+)
+
+// storeModes are the values of on_store_error, in the order of
+// ruleStats.fallbacks.
+var storeModes = [...]string{storeErrorLocal, storeErrorFailOpen, storeErrorFailClosed}
+
+// modeIndex is mode's index in storeModes ("" is local).
+func modeIndex(mode string) int {
+	for i, m := range storeModes {
+		if m == mode {
+			return i
+		}
+	}
+	return 0
+}
+
+// redisSettings is a RedisConfig with its placeholders replaced and its
+// defaults filled in.
+type redisSettings struct {
+	addrs              []string
+	username, password string
+	db                 int
+	tls, cluster       bool
+	master             string
+	timeout, probe     time.Duration
+	prefix             string
+	print              string // what the client is made from, hashed: the pool's key
+}
+
+// settings checks the configuration and fills in its defaults.
+func (c *RedisConfig) settings() (redisSettings, error) {
+	repl := caddy.NewReplacer()
+	s := redisSettings{
+		username: repl.ReplaceKnown(c.Username, ""), password: repl.ReplaceKnown(c.Password, ""),
+		db: c.DB, tls: c.TLS, cluster: c.Cluster, master: c.SentinelMaster,
+		timeout: time.Duration(c.Timeout), probe: time.Duration(c.ProbeInterval), prefix: c.KeyPrefix,
+	}
+	for _, a := range c.Addresses {
+		a = repl.ReplaceKnown(a, "")
+		if err := checkRedisAddress(a); err != nil {
+			return s, err
+		}
+		s.addrs = append(s.addrs, a)
+	}
+	switch {
+	case len(s.addrs) == 0:
+		return s, fmt.Errorf("store redis: no address")
+	case s.cluster && s.master != "":
+		return s, fmt.Errorf("store redis: cluster on and sentinel_master %q: choose one (a Redis Cluster, or a master found through Sentinels)", s.master)
+	case len(s.addrs) > 1 && !s.cluster && s.master == "":
+		return s, fmt.Errorf("store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(s.addrs))
+	case s.db < 0:
+		return s, fmt.Errorf("store redis: db %d: must not be negative", s.db)
+	case s.cluster && s.db != 0:
+		return s, fmt.Errorf("store redis: db %d: a Redis Cluster has only db 0", s.db)
+	case s.timeout < 0:
+		return s, fmt.Errorf("store redis: timeout %s: must be positive", s.timeout)
+	case s.probe < 0:
+		return s, fmt.Errorf("store redis: probe_interval %s: must be positive", s.probe)
+	case strings.ContainsAny(s.prefix, "{}"):
+		return s, fmt.Errorf("store redis: key_prefix %q: must not contain '{' or '}' (they would move the Redis Cluster hash tag)", s.prefix)
+	}
+	if s.timeout == 0 {
+		s.timeout = defaultStoreTimeout
+	}
+	if s.probe == 0 {
+		s.probe = redisstore.DefaultProbeInterval
+	}
+	if s.prefix == "" {
+		s.prefix = redisstore.DefaultKeyPrefix
+	}
+	print, _ := json.Marshal(struct {
+		Addrs              []string
+		Username, Password string
+		DB                 int
+		TLS, Cluster       bool
+		Master             string
+		Timeout            time.Duration
+	}{s.addrs, s.username, s.password, s.db, s.tls, s.cluster, s.master, s.timeout})
+	sum := sha256.Sum256(print)
+	s.print = hex.EncodeToString(sum[:])
+	return s, nil
+}
+
+// checkRedisAddress checks one address of the redis block.
+func checkRedisAddress(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" {
+		return fmt.Errorf("store redis: address %q: want host:port, such as 10.0.0.9:6379", a)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("store redis: address %q: the port must be a number from 1 to 65535", a)
+	}
+	return nil
+}
+
+// newRedisClient makes the client of s. It does not connect: the first
+// call does. Deadlines come from each call's context, and nothing is
+// retried: a script retried after a lost reply may have run already (see
+// package redisstore).
+func newRedisClient(s redisSettings) redis.UniversalClient {
+	redisLogOnce.Do(func() { redis.SetLogger(redisLog{caddy.Log().Named("rate_limit.redis")}) })
+	opts := &redis.UniversalOptions{
+		Addrs:    s.addrs,
+		Username: s.username,
+		Password: s.password,
+		DB:       s.db,
+
+		MasterName: s.master,
+
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		DialTimeout:           max(s.timeout, minDialTimeout), // the call's deadline still bounds a dial on the request path
+		ReadTimeout:           s.timeout,
+		WriteTimeout:          s.timeout,
+		PoolTimeout:           s.timeout,
+	}
+	if s.tls {
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	switch {
+	case s.master != "":
+		return redis.NewFailoverClient(opts.Failover())
+	case s.cluster:
+		return redis.NewClusterClient(opts.Cluster())
+	}
+	return redis.NewClient(opts.Simple())
+}
+
+// redisLogOnce sets go-redis's logger, process-wide, once.
+var redisLogOnce sync.Once
+
+// redisLog writes go-redis's own log lines (a failed dial, every time)
+// at debug level: the rules log Redis failures themselves, at most one
+// line per probe interval.
+type redisLog struct{ logger *zap.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	if ce := l.logger.Check(zap.DebugLevel, fmt.Sprintf(format, v...)); ce != nil {
+		ce.Write()
+	}
+}
+
+// redisClients holds the process's Redis client of each configuration:
+// a reload that keeps the redis block keeps its client (and its pooled
+// connections); the last config using a client closes it.
+var redisClients = &redisPool{byPrint: make(map[string]*sharedRedis)}
+
+// redisPool is the type of redisClients.
+type redisPool struct {
+	mu      sync.Mutex
+	byPrint map[string]*sharedRedis
+}
+
+// sharedRedis is a client and the configs using it.
+type sharedRedis struct {
+	client redis.UniversalClient
+	print  string
+	refs   int // under redisClients.mu
+}
+
+// acquire returns the client of s, with one more use.
+func (p *redisPool) acquire(s redisSettings) *sharedRedis {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.byPrint[s.print]
+	if c == nil {
+		c = &sharedRedis{client: newRedisClient(s), print: s.print}
+		p.byPrint[s.print] = c
+	}
+	c.refs++
+	return c
+}
+
+// release drops one use of c, and closes it with the last.
+func (p *redisPool) release(c *sharedRedis) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.refs--
+	if c.refs <= 0 && p.byPrint[c.print] == c {
+		delete(p.byPrint, c.print)
+		_ = c.client.Close()
+	}
+}
+
+// ruleStore is a rule's state in Redis, with what the request path needs
+// around it: the deadline, the on_store_error mode, and a log that says
+// when Redis fails and when it is back, without a line per request.
+type ruleStore struct {
+	store   *redisstore.Store
+	client  redis.UniversalClient // for the admin API
+	timeout time.Duration
+	probe   time.Duration // the least time between two failure log lines
+	rule    string
+	mode    string
+	logger  *zap.Logger
+
+	down       atomic.Bool  // the last call failed
+	lastLog    atomic.Int64 // Unix ns of the last failure logged
+	suppressed atomic.Uint64
+}
+
+// storeFor returns the Store of a rule with store redis: one per rule
+// name in a config. Its keys start with the app's prefix, the rule's name
+// (escaped: see storeRuleName) and ':'.
+func (a *App) storeFor(r *rule) (*ruleStore, error) {
+	if st, ok := a.stores[r.Name]; ok {
+		return st, nil
+	}
+	cfg := r.limiterConfig()
+	s, err := redisstore.New(a.redis.client, redisstore.Config{
+		Algorithm:     cfg.Algorithm,
+		Limits:        cfg.Limits,
+		Burst:         cfg.Burst,
+		MaxDelay:      cfg.MaxDelay,
+		KeyPrefix:     a.redisSet.prefix + storeRuleName(r.Name) + ":",
+		ProbeInterval: a.redisSet.probe,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mode := r.OnStoreError
+	if mode == "" {
+		mode = storeErrorLocal
+	}
+	st := &ruleStore{
+		store: s, client: a.redis.client, timeout: a.redisSet.timeout, probe: a.redisSet.probe,
+		rule: r.Name, mode: mode, logger: a.logger,
+	}
+	if st.logger == nil {
+		st.logger = zap.NewNop()
+	}
+	if a.stores == nil {
+		a.stores = make(map[string]*ruleStore)
+	}
+	a.stores[r.Name] = st
+	return st, nil
+}
+
+// maxStoreRuleName is the longest rule name kept readable in Redis keys;
+// longer ones are replaced by their SHA-256.
+const maxStoreRuleName = 100
+
+// storeRuleName is a rule's name as its Redis keys hold it: '%', '{' and
+// '}' escaped (%25, %7B, %7D), so that no name can move the hash tag; a
+// name longer than maxStoreRuleName bytes is "%H" and its SHA-256 in hex.
+func storeRuleName(name string) string {
+	if len(name) > maxStoreRuleName {
+		sum := sha256.Sum256([]byte(name))
+		return "%H" + hex.EncodeToString(sum[:])
+	}
+	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(name)
+}
+
+// storeOutcome is where a decision of a rule with store redis came from.
+type storeOutcome int
+
+const (
+	fromStore    storeOutcome = iota // Redis decided
+	fromLocal                        // Redis failed; the in-process limiter decided
+	failedOpen                       // Redis failed; the request passes, unlimited by the rule
+	failedClosed                     // Redis failed; the request is refused (503)
+	clientGone                       // the client went away during the call
+)
+
+// decideStore decides a request on Redis, within the store's timeout; on
+// failure it applies the rule's on_store_error.
+func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost int64) (limiter.Decision, storeOutcome) {
+	st := ru.store
+	callCtx, cancel := context.WithTimeout(ctx, st.timeout)
+	d, err := st.store.Allow(callCtx, key, cost)
+	cancel()
+	if err == nil {
+		st.ok()
+		return d, fromStore
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return d, clientGone
+	}
+	st.failed("allow", err)
+	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
+	switch st.mode {
+	case storeErrorFailOpen:
+		return limiter.Decision{}, failedOpen
+	case storeErrorFailClosed:
+		return limiter.Decision{}, failedClosed
+	}
+	return ru.lim.AllowScaledAt(key, now, cost, 1), fromLocal
+}
+
+// refundStore gives back units Redis took for a request that another rule
+// denied, within the store's timeout: best effort, a failure is counted
+// and logged (rate-limited) and the units stay taken. It does not wait
+// for a client that went away.
+func (ru *rule) refundStore(ctx context.Context, key string, cost int64) {
+	st := ru.store
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.timeout)
+	defer cancel()
+	if err := st.store.Refund(callCtx, key, cost); err != nil {
+		st.failed("refund", err)
+	} else {
+		st.ok()
+	}
+}
+
+// The reasons of caddy_rate_limit_store_errors_total.
+var storeErrorReasons = [...]string{"timeout", "unavailable", "script"}
+
+// storeErrors counts failed Redis calls by reason, process-wide.
+var storeErrors [len(storeErrorReasons)]atomic.Uint64
+
+// storeErrorReason sorts a Store error: timeout (the call's deadline
+// passed), unavailable (refused, reset, breaker open, Redis loading or
+// read-only) or script (Redis answered with an error: a bug, or a key of
+// another type under the prefix).
+func storeErrorReason(err error) int {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return 0
+	case errors.Is(err, redisstore.ErrUnavailable):
+		return 1
+	}
+	return 2
+}
+
+// failed counts a failed call and logs it, at most once per probe
+// interval while Redis stays down (the line counts those not logged).
+// Script errors log at error level: Redis is there but refuses the call.
+func (st *ruleStore) failed(call string, err error) {
+	reason := storeErrorReason(err)
+	storeErrors[reason].Add(1)
+	now := time.Now().UnixNano()
+	last := st.lastLog.Load()
+	wasDown := st.down.Swap(true)
+	if (wasDown && now-last < int64(st.probe)) || !st.lastLog.CompareAndSwap(last, now) {
+		st.suppressed.Add(1)
+		return
+	}
+	level := zap.WarnLevel
+	if reason == 2 {
+		level = zap.ErrorLevel
+	}
+	if ce := st.logger.Check(level, "rate limit store: redis call failed; on_store_error applies"); ce != nil {
+		ce.Write(
+			zap.String("rule", st.rule),
+			zap.String("call", call),
+			zap.String("reason", storeErrorReasons[reason]),
+			zap.String("on_store_error", st.mode),
+			zap.Uint64("failures_not_logged", st.suppressed.Swap(0)),
+			zap.Error(err))
+	}
+}
+
+// ok notes a call that succeeded: after failures, a line says Redis
+// decides again.
+func (st *ruleStore) ok() {
+	if st.down.Load() && st.down.CompareAndSwap(true, false) {
+		st.logger.Info("rate limit store: redis answers again; decisions come from it",
+			zap.String("rule", st.rule), zap.Uint64("failures_not_logged", st.suppressed.Swap(0)))
+	}
+}
+
+// storeUp is 1 if every rule's breaker is closed (Redis answered the last
+// call), else 0.
+func (a *App) storeUp() float64 {
+	for _, st := range a.stores {
+		if b := st.store.Breaker(); b != nil && b.State() != redisstore.Closed {
+			return 0
+		}
+	}
+	return 1
+}

@@ -1,0 +1,364 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/internal/redistest"
+	"github.com/edgebyte/edgelimit/redisstore"
+)
+
+func TestParseStoreOption(t *testing.T) {
+	for i, tc := range []struct {
+		input    string
+		want     string // the app as JSON, or
+		wantErr  string // a substring of the error
+		wantErr2 string // and another
+	}{
+		{
+			input: "rate_limit {\n store redis {\n  address 10.0.0.9:6379\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["10.0.0.9:6379"]}}}`,
+		},
+		{
+			input: `rate_limit {
+				store redis {
+					address {env.REDIS_ADDR}
+					username edge
+					password {env.REDIS_PASSWORD}
+					db 2
+					tls on
+					timeout 80ms
+					key_prefix rl:
+					probe_interval 500ms
+				}
+			}`,
+			want: `{"store":{"redis":{"addresses":["{env.REDIS_ADDR}"],"username":"edge","password":"{env.REDIS_PASSWORD}","db":2,"tls":true,` +
+				`"timeout":80000000,"key_prefix":"rl:","probe_interval":500000000}}}`,
+		},
+		{
+			input: "rate_limit {\n store redis {\n  address 10.0.0.1:7000 10.0.0.2:7000\n  address 10.0.0.3:7000\n  cluster on\n  tls\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["10.0.0.1:7000","10.0.0.2:7000","10.0.0.3:7000"],"tls":true,"cluster":true}}}`,
+		},
+		{
+			input: "rate_limit {\n store redis {\n  address 10.0.0.1:26379 10.0.0.2:26379\n  sentinel_master mymaster\n  cluster off\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["10.0.0.1:26379","10.0.0.2:26379"],"sentinel_master":"mymaster"}}}`,
+		},
+		{input: "rate_limit {\n store {\n }\n}", wantErr: "store: want redis, as in `store redis { address 10.0.0.9:6379 }`, at Testfile:2"},
+		{input: "rate_limit {\n store memcached {\n }\n}", wantErr: `store "memcached": want redis, at Testfile:2`},
+		{input: "rate_limit {\n store redis {\n }\n}", wantErr: "store redis: address is required (host:port of the server, the Redis Cluster seeds or the Sentinels), at Testfile:2"},
+		{input: "rate_limit {\n store redis {\n  address localhost\n }\n}", wantErr: `store redis: address "localhost": want host:port, such as 10.0.0.9:6379, at Testfile:3`},
+		{input: "rate_limit {\n store redis {\n  address localhost:99999\n }\n}", wantErr: `the port must be a number from 1 to 65535, at Testfile:3`},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  db -1\n }\n}", wantErr: "store redis: db -1: must be a whole number ≥ 0, at Testfile:4"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  timeout 0s\n }\n}", wantErr: "store redis timeout 0s: must be positive, at Testfile:4"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  timeout -5ms\n }\n}", wantErr: "store redis timeout -5ms: must not be negative, at Testfile:4"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  probe_interval 0s\n }\n}", wantErr: "store redis probe_interval 0s: must be positive, at Testfile:4"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  tls maybe\n }\n}", wantErr: `store redis tls "maybe": want on or off, at Testfile:4`},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  key_prefix a{b}:\n }\n}", wantErr: `key_prefix "a{b}:": must not contain '{' or '}'`},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  hosts b:2\n }\n}", wantErr: `store redis: unrecognized subdirective "hosts", at Testfile:4`},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  db 1\n  db 2\n }\n}", wantErr: "store redis: db already given on line 4, at Testfile:5"},
+		{
+			input:   "rate_limit {\n store redis {\n  address a:1\n  cluster on\n  sentinel_master m\n }\n}",
+			wantErr: "store redis: cluster on and sentinel_master: choose one (a Redis Cluster, or a master found through Sentinels), at Testfile:5",
+		},
+		{input: "rate_limit {\n store redis {\n  address a:1 b:2\n }\n}", wantErr: "store redis: 2 addresses: one server has one address", wantErr2: "at Testfile:3"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  cluster on\n  db 3\n }\n}", wantErr: "store redis: db 3: a Redis Cluster has only db 0, at Testfile:5"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n }\n store redis {\n  address a:1\n }\n}", wantErr: "store already given, at Testfile:5"},
+	} {
+		got, err := parseGlobalOption(caddyfile.NewTestDispenser(tc.input), nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), tc.wantErr2) {
+				t.Errorf("Test %d: got error %v, want one containing %q", i, err, tc.wantErr+" … "+tc.wantErr2)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Test %d: unexpected error: %v", i, err)
+			continue
+		}
+		if app := got.(httpcaddyfile.App); string(app.Value) != tc.want {
+			t.Errorf("Test %d: got %s, want %s", i, app.Value, tc.want)
+		}
+	}
+}
+
+func TestParseRuleStore(t *testing.T) {
+	h, err := parseTest("rate_limit {\n limit 10 1m\n on_store_error fail_closed\n rule a {\n  store redis\n }\n rule b {\n  store redis\n  on_store_error fail_open\n }\n}", "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(h.Rules)
+	want := `[{"name":"a","limits":[{"count":10,"window":60000000000}],"store":"redis","on_store_error":"fail_closed"},` +
+		`{"name":"b","limits":[{"count":10,"window":60000000000}],"store":"redis","on_store_error":"fail_open"}]`
+	if string(got) != want {
+		t.Errorf("rules:\n got %s\nwant %s", got, want)
+	}
+	for i, tc := range []struct{ input, want string }{
+		{"rate_limit {\n limit 10 1m\n store memcached\n}", `store "memcached": want local or redis, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n store redis\n on_store_error ignore\n}", `on_store_error "ignore": want local, fail_open or fail_closed, at Testfile:4`},
+		{"rate_limit {\n limit 10 1m\n store redis\n scope cluster\n}", `store redis and scope cluster: choose one`},
+		{"rate_limit {\n limit 10 1m\n scope cluster\n store redis\n}", `at Testfile:4`},
+		{"rate_limit {\n limit 10 1m\n store redis\n scope node\n}", `store redis and scope node: choose one`},
+		{"rate_limit {\n limit 10 1m\n on_store_error fail_open\n}", `on_store_error applies to store redis only, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n store local\n on_store_error fail_open\n}", `on_store_error applies to store redis only, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n store redis\n geo_multiplier US 2 default 1\n}", `store redis does not support geo_multiplier yet, at Testfile:3`},
+		{"rate_limit {\n limit 10 1m\n store redis\n tier pro 100/1m\n tier_by header X-Plan\n}", `store redis does not support tiers yet`},
+		{"rate_limit {\n limit 10 1m\n store redis\n store local\n}", `store already given on line 3, at Testfile:4`},
+	} {
+		_, err := parseTest(tc.input, "", "", nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Test %d: got error %v, want one containing %q", i, err, tc.want)
+		}
+	}
+	rules, err := parseRulesFile([]byte("rate_limit:\n  - name: y\n    limit: 5 1m\n    store: redis\n    on_store_error: fail_closed\n"), "r.yaml", "")
+	if err != nil || len(rules) != 1 || rules[0].Store != storeRedis || rules[0].OnStoreError != storeErrorFailClosed {
+		t.Errorf("YAML: %+v, %v", rules, err)
+	}
+	if _, err := parseRulesFile([]byte("rate_limit:\n  - limit: 5 1m\n    store: disk\n"), "r.yaml", ""); err == nil || !strings.Contains(err.Error(), `store "disk": want local or redis, at r.yaml:3`) {
+		t.Errorf("YAML bad store: %v", err)
+	}
+}
+
+func TestRedisSettings(t *testing.T) {
+	t.Setenv("EDGELIMIT_TEST_REDIS", "127.0.0.1:6390")
+	s, err := (&RedisConfig{Addresses: []string{"{env.EDGELIMIT_TEST_REDIS}"}}).settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.addrs[0] != "127.0.0.1:6390" || s.timeout != defaultStoreTimeout || s.probe != time.Second || s.prefix != "edgelimit:" {
+		t.Errorf("defaults: %+v", s)
+	}
+	other, _ := (&RedisConfig{Addresses: []string{"127.0.0.1:6390"}, KeyPrefix: "x:", ProbeInterval: caddy.Duration(time.Minute)}).settings()
+	if other.print != s.print {
+		t.Error("a prefix or probe interval changes the client: they should not")
+	}
+	if third, _ := (&RedisConfig{Addresses: []string{"127.0.0.1:6390"}, Password: "p"}).settings(); third.print == s.print {
+		t.Error("a password does not change the client")
+	}
+	for i, tc := range []struct {
+		cfg  RedisConfig
+		want string
+	}{
+		{RedisConfig{}, "store redis: no address"},
+		{RedisConfig{Addresses: []string{"{env.EDGELIMIT_TEST_UNSET}"}}, `store redis: address "": want host:port`},
+		{RedisConfig{Addresses: []string{"a:1", "b:2"}}, "store redis: 2 addresses"},
+		{RedisConfig{Addresses: []string{"a:1"}, Cluster: true, SentinelMaster: "m"}, "choose one"},
+		{RedisConfig{Addresses: []string{"a:1"}, DB: -1}, "store redis: db -1: must not be negative"},
+		{RedisConfig{Addresses: []string{"a:1"}, Cluster: true, DB: 1}, "a Redis Cluster has only db 0"},
+		{RedisConfig{Addresses: []string{"a:1"}, Timeout: -1}, "store redis: timeout -1ns: must be positive"},
+		{RedisConfig{Addresses: []string{"a:1"}, ProbeInterval: -1}, "store redis: probe_interval -1ns: must be positive"},
+		{RedisConfig{Addresses: []string{"a:1"}, KeyPrefix: "{x}"}, "must not contain"},
+	} {
+		if _, err := tc.cfg.settings(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Test %d: error %v, want %q", i, err, tc.want)
+		}
+	}
+}
+
+// A reload with the same redis block keeps the client; the last release
+// closes it.
+func TestRedisPool(t *testing.T) {
+	s, err := (&RedisConfig{Addresses: []string{"127.0.0.1:1"}}).settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := redisClients.acquire(s)
+	b := redisClients.acquire(s)
+	if a != b {
+		t.Fatal("same settings, two clients")
+	}
+	redisClients.release(a)
+	if err := b.client.Ping(context.Background()).Err(); err != nil && strings.Contains(err.Error(), "closed") {
+		t.Fatal("client closed while in use")
+	}
+	redisClients.release(b)
+	if err := b.client.Ping(context.Background()).Err(); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("after the last release: %v, want a closed client", err)
+	}
+}
+
+func TestStoreRuleName(t *testing.T) {
+	for in, want := range map[string]string{
+		"api":                    "api",
+		"example.com /a/* by ip": "example.com /a/* by ip",
+		"{env.SITE} by ip":       "%7Benv.SITE%7D by ip",
+		"100%":                   "100%25",
+		strings.Repeat("x", 101): "%H",
+		strings.Repeat("x", 100): strings.Repeat("x", 100),
+		"%7B":                    "%257B",
+		"a}b{c":                  "a%7Db%7Bc",
+		"":                       "",
+	} {
+		got := storeRuleName(in)
+		if want == "%H" && strings.HasPrefix(got, want) && len(got) == 2+64 {
+			continue
+		}
+		if got != want {
+			t.Errorf("storeRuleName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// redisHandler is a handler whose rules have store redis on srv, with a
+// short probe interval.
+func redisHandler(t *testing.T, srv *redistest.Server, rules ...Rule) *Handler {
+	t.Helper()
+	cfg := &RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":", ProbeInterval: caddy.Duration(50 * time.Millisecond)}
+	s, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &App{Store: &StoreConfig{Redis: cfg}, redisSet: s, redis: redisClients.acquire(s)}
+	t.Cleanup(func() { redisClients.release(app.redis) })
+	h := testHandler(t, app, rules...)
+	for _, r := range h.rules {
+		if r.store, err = app.storeFor(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+// TestRedisStoreServe: decisions come from Redis (two handlers on one
+// Redis share the limit); a denial by another rule gives the units back
+// in Redis; with Redis gone each on_store_error applies within the
+// timeout; back, Redis decides again.
+func TestRedisStoreServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t)
+	rule := func(name, mode string, n int64) Rule {
+		r := hourly(name, n)
+		r.Store, r.OnStoreError = storeRedis, mode
+		return r
+	}
+	// two nodes: one Redis
+	a := chain(redisHandler(t, srv, rule("shared", "", 3)))
+	b := chain(redisHandler(t, srv, rule("shared", "", 3)))
+	var got []int
+	for i := range 5 {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		got = append(got, status(t, h, newRequest("192.0.2.1")))
+	}
+	if want := []int{200, 200, 200, 429, 429}; !equalInts(got, want) {
+		t.Fatalf("two handlers on one Redis: %v, want %v", got, want)
+	}
+
+	// all or nothing: a local rule that denies gives the Redis units back
+	h := redisHandler(t, srv, rule("wide", "", 10))
+	both := chain(h, testHandler(t, h.app, hourly("narrow", 1)))
+	h.app.handlers = 2
+	w := httptest.NewRecorder()
+	if err := both.ServeHTTP(w, newRequest("192.0.2.2")); err != nil || w.Header().Get("RateLimit") == "" {
+		t.Fatalf("first: %v %v", err, w.Header())
+	}
+	for range 3 {
+		status(t, both, newRequest("192.0.2.2"))
+	}
+	d, err := h.rules[0].store.store.Peek(context.Background(), "192.0.2.2", 0)
+	if err != nil || d.Quotas[0].Remaining != 9 {
+		t.Fatalf("wide in Redis after 1 allowed and 3 denied by narrow: remaining %d (%v), want 9", d.Quotas[0].Remaining, err)
+	}
+
+	modes := chain(redisHandler(t, srv, rule("m_local", storeErrorLocal, 2)))
+	open := chain(redisHandler(t, srv, rule("m_open", storeErrorFailOpen, 2)))
+	closed := redisHandler(t, srv, rule("m_closed", storeErrorFailClosed, 2))
+	status(t, modes, newRequest("192.0.2.3")) // Redis: 1 of 2
+	srv.Kill()
+	start := time.Now()
+	got = got[:0]
+	for range 4 {
+		got = append(got, status(t, modes, newRequest("192.0.2.3")))
+	}
+	if want := []int{200, 200, 429, 429}; !equalInts(got, want) {
+		t.Errorf("local fallback: %v, want %v (the in-process limit, afresh)", got, want)
+	}
+	for range 3 {
+		if s := status(t, open, newRequest("192.0.2.3")); s != http.StatusOK {
+			t.Errorf("fail_open: %d", s)
+		}
+	}
+	w = httptest.NewRecorder()
+	err = chain(closed).ServeHTTP(w, newRequest("192.0.2.3"))
+	if he, ok := err.(caddyhttp.HandlerError); !ok || he.StatusCode != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("fail_closed: %v, Retry-After %q; want 503 and 1", err, w.Header().Get("Retry-After"))
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("8 requests with Redis down took %s", took)
+	}
+	if n := closed.rules[0].stats.fallbacks[modeIndex(storeErrorFailClosed)].Load(); n != 1 {
+		t.Errorf("fail_closed fallbacks %d, want 1", n)
+	}
+	if storeErrors[0].Load()+storeErrors[1].Load() == 0 {
+		t.Error("no store error counted")
+	}
+	srv.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for chain(closed).ServeHTTP(httptest.NewRecorder(), newRequest("192.0.2.3")) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis back, but fail_closed still refuses after 10s")
+		}
+		time.Sleep(20 * time.Millisecond) // a poll interval
+	}
+	if st := closed.rules[0].store.store.Breaker().State(); st != redisstore.Closed {
+		t.Errorf("breaker %s after a success", st)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRedisStoreScriptError: Redis answers with an error (a key of another
+// type under the rule's prefix): on_store_error applies, the error counts
+// as reason script, and Redis is not avoided (the breaker stays closed).
+func TestRedisStoreScriptError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t)
+	r := hourly("wrongtype", 5)
+	r.Store = storeRedis
+	h := redisHandler(t, srv, r)
+	st := h.rules[0].store
+	if err := st.client.Set(context.Background(), st.store.RedisKeys("192.0.2.9")[0], "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := storeErrors[2].Load()
+	if s := status(t, chain(h), newRequest("192.0.2.9")); s != http.StatusOK {
+		t.Fatalf("status %d, want 200 from the local fallback", s)
+	}
+	if storeErrors[2].Load() != before+1 {
+		t.Errorf("script errors %d, want %d", storeErrors[2].Load(), before+1)
+	}
+	if n := h.rules[0].stats.fallbacks[0].Load(); n != 1 {
+		t.Errorf("local fallbacks %d, want 1", n)
+	}
+	if s := st.store.Breaker().State(); s != redisstore.Closed {
+		t.Errorf("breaker %s after a script error, want closed", s)
+	}
+	if s := status(t, chain(h), newRequest("192.0.2.10")); s != http.StatusOK || st.down.Load() {
+		t.Errorf("another key: %d, down %v; want 200 from Redis", s, st.down.Load())
+	}
+}

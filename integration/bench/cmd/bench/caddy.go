@@ -67,19 +67,24 @@ type server struct {
 // cpu with GOMAXPROCS=1 (cpu < 0: every core, GOMAXPROCS as Go sets it),
 // and waits until it answers.
 func start(bin string, handlers []map[string]any, cpu int, dir string) (*server, error) {
-	return startAt(bin, serverAddr, adminAddr, handlers, cpu, dir)
+	return startAt(bin, serverAddr, adminAddr, handlers, nil, cpu, dir)
 }
 
-// startAt is start with the addresses given.
-func startAt(bin, listen, admin string, handlers []map[string]any, cpu int, dir string) (*server, error) {
+// startAt is start with the addresses given, and rateLimitApp (if not
+// nil) as the rate_limit app's config.
+func startAt(bin, listen, admin string, handlers []map[string]any, rateLimitApp map[string]any, cpu int, dir string) (*server, error) {
+	apps := map[string]any{"http": map[string]any{"servers": map[string]any{"bench": map[string]any{
+		"listen":          []string{listen},
+		"automatic_https": map[string]any{"disable": true},
+		"routes":          []any{map[string]any{"handle": handlers}},
+	}}}}
+	if rateLimitApp != nil {
+		apps["rate_limit"] = rateLimitApp
+	}
 	cfg := map[string]any{
 		"admin":   map[string]any{"listen": admin},
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
-		"apps": map[string]any{"http": map[string]any{"servers": map[string]any{"bench": map[string]any{
-			"listen":          []string{listen},
-			"automatic_https": map[string]any{"disable": true},
-			"routes":          []any{map[string]any{"handle": handlers}},
-		}}}},
+		"apps":    apps,
 	}
 	data, err := json.Marshal(cfg)
 	if err != nil {

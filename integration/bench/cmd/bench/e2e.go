@@ -83,7 +83,7 @@ func measure(binDir, dir string, bin binary, sc scenario, cfg e2eConfig) (wrkRes
 	}
 	defer os.RemoveAll(work)
 	if sc.Upstream {
-		up, err := startAt(plain.path(binDir), upstreamAddr, upstreamAdminAddr, []map[string]any{respond}, 0, work)
+		up, err := startAt(plain.path(binDir), upstreamAddr, upstreamAdminAddr, []map[string]any{respond}, nil, 0, work)
 		if err != nil {
 			return wrkResult{}, err
 		}

@@ -13,10 +13,12 @@
 //	accuracy  sliding_window against an exact sliding log on bursty traces
 //	e2e       three Caddy v2.11.9 binaries (plain, edgelimit,
 //	          caddy-ratelimit) under wrk, server on core 0, wrk on core 1
+//	stores    edgelimit with its state local, in a one-node gossip
+//	          cluster, or in Redis (redis-server installed when missing)
 //	memory    RSS and live heap per key, end to end
 //	exact     admitted count under 64 concurrent connections, limit 1000
 //
-// It needs wrk, and installs Debian's package when it is missing.
+// It needs wrk and redis-server, and installs Debian's packages when they are missing.
 package main
 
 import (
@@ -41,12 +43,13 @@ type results struct {
 	Accuracy []accuracyRow
 	E2E      []e2eRow
 	Plain    map[string][]wrkResult
+	Stores   []storeRow
 	Memory   []memoryRow
 	Exact    []exactRow
 	Took     map[string]time.Duration
 }
 
-var stages = []string{"micro", "accuracy", "e2e", "memory", "exact"}
+var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact"}
 
 func main() {
 	only := flag.String("only", "", "comma-separated stages to run ("+strings.Join(stages, ",")+"); the rest come from results/")
@@ -104,7 +107,7 @@ func main() {
 		count, benchtime = "1", "50ms"
 	}
 
-	if run["e2e"] || run["memory"] || run["exact"] {
+	if run["e2e"] || run["stores"] || run["memory"] || run["exact"] {
 		stage(res.Took, "build", func() error { return build(binDir) })
 	}
 	if run["micro"] {
@@ -131,6 +134,12 @@ func main() {
 	if run["e2e"] {
 		stage(res.Took, "e2e", func() (err error) {
 			res.E2E, res.Plain, err = runE2E(binDir, work, e2e)
+			return err
+		})
+	}
+	if run["stores"] {
+		stage(res.Took, "stores", func() (err error) {
+			res.Stores, err = runStores(binDir, work, e2e)
 			return err
 		})
 	}
@@ -173,15 +182,20 @@ func ensureWrk() error {
 	if _, err := exec.LookPath("wrk"); err == nil {
 		return nil
 	}
-	log.Printf("installing wrk (Debian package)")
-	for _, args := range [][]string{{"apt-get", "update"}, {"apt-get", "install", "-y", "wrk"}} {
+	return aptInstall("wrk")
+}
+
+// aptInstall installs Debian packages (through sudo -n when not root).
+func aptInstall(pkgs ...string) error {
+	log.Printf("installing %s (Debian packages)", strings.Join(pkgs, " "))
+	for _, args := range [][]string{{"apt-get", "update"}, append([]string{"apt-get", "install", "-y"}, pkgs...)} {
 		if os.Geteuid() != 0 {
 			args = append([]string{"sudo", "-n"}, args...)
 		}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("installing wrk: %s: %w", strings.Join(args, " "), err)
+			return fmt.Errorf("installing %s: %s: %w", strings.Join(pkgs, " "), strings.Join(args, " "), err)
 		}
 	}
 	return nil

@@ -54,6 +54,7 @@ func report(res *results) string {
 	handlerSection(p, res)
 	accuracySection(p, res)
 	e2eSection(p, res)
+	storesSection(p, res)
 	memorySection(p, res)
 	exactSection(p, res)
 	return b.String()

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,49 +127,38 @@ func TestAuthorizationFlood(t *testing.T) {
 	idleRoutines := p.goroutines(t)
 	idle := p.rss(t)
 
-	var next, failed atomic.Int64
+	var failed atomic.Int64
 	var sent [tokKinds]atomic.Int64
 	var got [tokKinds][2]atomic.Int64 // by kind: 200s, 429s
 	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(keys) {
-					return
-				}
-				tok, kind, err := floodToken(i)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprint("signing: ", err))
-					continue
-				}
-				sent[kind].Add(1)
-				code, _, err := p.rawGet(context.Background(), "/api/x", "Authorization", "Bearer "+tok)
-				switch {
-				case err == nil && code == http.StatusOK:
-					got[kind][0].Add(1)
-				case err == nil && code == http.StatusTooManyRequests:
-					got[kind][1].Add(1)
-				default:
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("token kind %d: %d %v", kind, code, err))
-				}
-			}
-		}()
-	}
+	fl := startFlood(int64(keys), 16, func(i int64) {
+		tok, kind, err := floodToken(i)
+		if err != nil {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, fmt.Sprint("signing: ", err))
+			return
+		}
+		sent[kind].Add(1)
+		code, _, err := p.rawGet(context.Background(), "/api/x", "Authorization", "Bearer "+tok)
+		switch {
+		case err == nil && code == http.StatusOK:
+			got[kind][0].Add(1)
+		case err == nil && code == http.StatusTooManyRequests:
+			got[kind][1].Add(1)
+		default:
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, fmt.Sprintf("token kind %d: %d %v", kind, code, err))
+		}
+	})
 	// a real client, asking every 20 ms through the flood: 10 allowed in
 	// the day, then 429s, its counter never reset
 	legit := map[int]int{}
-	for next.Load() < int64(keys) {
+	for !fl.finished() {
 		legit[p.status(t, "/api/x", bearer(legitToken)...)]++
 		time.Sleep(20 * time.Millisecond) // the client's pace
 	}
-	wg.Wait()
+	fl.wait()
 	took := time.Since(start)
 	grown := p.rss(t) - idle
 

@@ -59,35 +59,24 @@ func TestKeyFlood(t *testing.T) {
 	wantStatuses(t, "warm-up", p.statuses(t, 1, "/api/x", "X-Key", "warm-up"), seq(1, 200, 0, 0))
 	idle := p.rss(t)
 
-	var next, failed atomic.Int64
+	var failed atomic.Int64
 	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(keys) {
-					return
-				}
-				code, _, err := p.rawGet(context.Background(), "/api/x", "X-Key", fmt.Sprintf("flood-%d", i))
-				if err != nil || code != http.StatusOK {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprint(code, err))
-				}
-			}
-		}()
-	}
+	fl := startFlood(int64(keys), 16, func(i int64) {
+		code, _, err := p.rawGet(context.Background(), "/api/x", "X-Key", fmt.Sprintf("flood-%d", i))
+		if err != nil || code != http.StatusOK {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, fmt.Sprint(code, err))
+		}
+	})
 	// a real client, asking every 20 ms through the flood: 10 allowed in
 	// the day, then 429s, its counter never reset
 	legit := map[int]int{}
-	for next.Load() < int64(keys) {
+	for !fl.finished() {
 		legit[p.status(t, "/api/x", "X-Key", "legit")]++
 		time.Sleep(20 * time.Millisecond) // the client's pace
 	}
-	wg.Wait()
+	fl.wait()
 	took := time.Since(start)
 	grown := p.rss(t) - idle
 
@@ -121,3 +110,31 @@ func envInt(t *testing.T, name string, def int) int {
 	}
 	return n
 }
+
+// A flood sends requests from several goroutines until n are sent.
+type flood struct {
+	n    int64
+	next atomic.Int64
+	wg   sync.WaitGroup
+}
+
+// startFlood calls send(i) for i from 1 to n, on workers goroutines.
+func startFlood(n int64, workers int, send func(i int64)) *flood {
+	f := &flood{n: n}
+	for range workers {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			for i := f.next.Add(1); i <= n; i = f.next.Add(1) {
+				send(i)
+			}
+		}()
+	}
+	return f
+}
+
+// finished reports whether every request has been started.
+func (f *flood) finished() bool { return f.next.Load() >= f.n }
+
+// wait returns once every request has been answered.
+func (f *flood) wait() { f.wg.Wait() }

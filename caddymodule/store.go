@@ -304,7 +304,7 @@ type ruleStore struct {
 
 // storeFor returns the Store of a rule with store redis: one per rule
 // name in a config. Its keys start with the app's prefix, the rule's name
-// (escaped: see storeRuleName) and ':'.
+// (escaped by redisstore.Escape) and ':'.
 func (a *App) storeFor(r *rule) (*ruleStore, error) {
 	if st, ok := a.stores[r.Name]; ok {
 		return st, nil
@@ -315,7 +315,7 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		Limits:        cfg.Limits,
 		Burst:         cfg.Burst,
 		MaxDelay:      cfg.MaxDelay,
-		KeyPrefix:     a.redisSet.prefix + storeRuleName(r.Name) + ":",
+		KeyPrefix:     a.redisSet.prefix + redisstore.Escape(r.Name) + ":",
 		ProbeInterval: a.redisSet.probe,
 	})
 	if err != nil {
@@ -337,21 +337,6 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 	}
 	a.stores[r.Name] = st
 	return st, nil
-}
-
-// maxStoreRuleName is the longest rule name kept readable in Redis keys;
-// longer ones are replaced by their SHA-256.
-const maxStoreRuleName = 100
-
-// storeRuleName is a rule's name as its Redis keys hold it: '%', '{' and
-// '}' escaped (%25, %7B, %7D), so that no name can move the hash tag; a
-// name longer than maxStoreRuleName bytes is "%H" and its SHA-256 in hex.
-func storeRuleName(name string) string {
-	if len(name) > maxStoreRuleName {
-		sum := sha256.Sum256([]byte(name))
-		return "%H" + hex.EncodeToString(sum[:])
-	}
-	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(name)
 }
 
 // storeOutcome is where a decision of a rule with store redis came from.

@@ -186,28 +186,6 @@ func TestRedisPool(t *testing.T) {
 	}
 }
 
-func TestStoreRuleName(t *testing.T) {
-	for in, want := range map[string]string{
-		"api":                    "api",
-		"example.com /a/* by ip": "example.com /a/* by ip",
-		"{env.SITE} by ip":       "%7Benv.SITE%7D by ip",
-		"100%":                   "100%25",
-		strings.Repeat("x", 101): "%H",
-		strings.Repeat("x", 100): strings.Repeat("x", 100),
-		"%7B":                    "%257B",
-		"a}b{c":                  "a%7Db%7Bc",
-		"":                       "",
-	} {
-		got := storeRuleName(in)
-		if want == "%H" && strings.HasPrefix(got, want) && len(got) == 2+64 {
-			continue
-		}
-		if got != want {
-			t.Errorf("storeRuleName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // redisHandler is a handler whose rules have store redis on srv, with a
 // short probe interval.
 func redisHandler(t *testing.T, srv *redistest.Server, rules ...Rule) *Handler {

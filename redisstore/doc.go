@@ -32,7 +32,7 @@
 // is k with '%', '{' and '}' escaped (a long key is replaced by its
 // SHA-256): the braces are a Redis Cluster hash tag, so all of one key's
 // Redis keys share a slot, and nothing in k can move the tag (see
-// hashTag). Per limit i the hash holds:
+// Escape). Per limit i the hash holds:
 //
 //   - fixed_window: a<i> window start, b<i> units taken in it.
 //   - sliding_window: a<i> current window start, b<i> previous count,

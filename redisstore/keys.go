@@ -12,14 +12,15 @@ import (
 // a bounded name.
 const maxTagKey = 200
 
-// hashTag encodes a user key for use between '{' and '}': the bytes '%',
+// Escape encodes a user key for use between '{' and '}': the bytes '%',
 // '{' and '}' become %25, %7B and %7D, so the tag ends at the brace the
 // Store puts there and every key of one user key lands in one Redis Cluster
 // slot. The empty key is "%-" (a tag must not be empty, or Redis would hash
 // the whole name); a key longer than maxTagKey bytes is "%H" and its
 // SHA-256 in hex. Neither form can come out of the escaping, so distinct
-// user keys get distinct tags.
-func hashTag(key string) string {
+// keys get distinct names. Callers use it too for names they put in a
+// KeyPrefix (which must hold no brace).
+func Escape(key string) string {
 	switch {
 	case key == "":
 		return "%-"
@@ -51,7 +52,7 @@ func hashTag(key string) string {
 // "<prefix>{<tag>}" and "<prefix>{<tag>}:log:<i>". All share the hash tag,
 // hence one Cluster slot.
 func (s *Store) RedisKeys(key string) []string {
-	base := s.prefix + "{" + hashTag(key) + "}"
+	base := s.prefix + "{" + Escape(key) + "}"
 	if s.logs == 0 {
 		return []string{base}
 	}

@@ -37,7 +37,7 @@ func TestHashTagHostile(t *testing.T) {
 		s := newStore(t, c, config(algo, limiter.Limit{Count: 1, Window: time.Hour}, limiter.Limit{Count: 5, Window: 24 * time.Hour}))
 		tags := map[string]string{}
 		for i, key := range hostileKeys {
-			tag := hashTag(key)
+			tag := Escape(key)
 			if prev, ok := tags[tag]; ok {
 				t.Fatalf("Test %d: keys %q and %q share tag %q", i, prev, key, tag)
 			}
@@ -64,9 +64,9 @@ func FuzzHashTag(f *testing.F) {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
-		tag := hashTag(key)
+		tag := Escape(key)
 		if tag == "" || strings.ContainsAny(tag, "{}") || len(tag) > 3*maxTagKey {
-			t.Fatalf("hashTag(%q) = %q", key, tag)
+			t.Fatalf("Escape(%q) = %q", key, tag)
 		}
 		if len(key) > maxTagKey {
 			if !strings.HasPrefix(tag, "%H") || len(tag) != 66 {
@@ -75,12 +75,12 @@ func FuzzHashTag(f *testing.F) {
 			return
 		}
 		if got := unescapeTag(tag); got != key {
-			t.Fatalf("hashTag(%q) = %q decodes to %q", key, tag, got)
+			t.Fatalf("Escape(%q) = %q decodes to %q", key, tag, got)
 		}
 	})
 }
 
-// unescapeTag inverts hashTag for keys of at most maxTagKey bytes.
+// unescapeTag inverts Escape for keys of at most maxTagKey bytes.
 func unescapeTag(tag string) string {
 	if tag == "%-" {
 		return ""

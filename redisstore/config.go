@@ -40,6 +40,21 @@ type Config struct {
 	// Redis failed, before one call probes it again. Negative: no breaker.
 	// Default: 1s.
 	ProbeInterval time.Duration
+	// Coalesce decides the requests of one key (and cost and scale) that
+	// arrive while a call for that key is in flight in one call, sent when
+	// it returns: the script decides them one after the other, exactly as
+	// separate calls would. Default: off.
+	Coalesce bool
+	// OverLimitCacheKeys, when positive, keeps up to that many keys that
+	// Redis denied: until the denial's RetryAfter passes, a request of
+	// that key (of at least the cost denied, at the same scale) is denied
+	// without a call. Such a request would be denied by Redis too, unless
+	// units came back in between (a refund, a reset, or a smaller cost
+	// elsewhere in the fleet). Default: 0, off.
+	OverLimitCacheKeys int
+	// Counters, if set, is where the Store counts its decisions (see
+	// Store.Stats); several Stores may share one. Default: the Store's own.
+	Counters *Counters
 }
 
 // Validate reports the first problem with c, in words fit for a config
@@ -53,6 +68,9 @@ func (c Config) Validate() error {
 		if l.Window%time.Microsecond != 0 {
 			return fmt.Errorf("window %s: must be a whole number of microseconds on redis", l.Window)
 		}
+	}
+	if c.OverLimitCacheKeys < 0 {
+		return fmt.Errorf("over-limit cache of %d keys: must not be negative", c.OverLimitCacheKeys)
 	}
 	if strings.ContainsAny(c.KeyPrefix, "{}") {
 		return fmt.Errorf("key prefix %q: must not contain '{' or '}'", c.KeyPrefix)
@@ -68,15 +86,22 @@ func (c Config) algorithm() limiter.Algorithm {
 	return c.Algorithm
 }
 
-// args are the script's ARGV after op and cost: burst, max delay (µs), and
-// count, window (µs), capacity per limit.
-func (c Config) args() []any {
+// args are the script's ARGV after op, cost, requests and scaled: burst,
+// max delay (µs), and count, window (µs), capacity per limit, every count
+// and capacity at scale (limiter.ScaledCount: rounded down, at least 1).
+func (c Config) args(scale float64) []any {
 	algo := c.algorithm()
 	shortest := 0
 	for i, l := range c.Limits {
 		if l.Window < c.Limits[shortest].Window {
 			shortest = i
 		}
+	}
+	at := func(n int64) int64 {
+		if n <= 0 {
+			return 0
+		}
+		return limiter.ScaledCount(n, scale)
 	}
 	burst := int64(0)
 	if c.Burst > 0 && (algo == limiter.SlidingWindow || algo == limiter.FixedWindow || algo == limiter.SlidingLog) {
@@ -86,7 +111,7 @@ func (c Config) args() []any {
 	if maxDelay == 0 {
 		maxDelay = limiter.DefaultMaxDelay
 	}
-	args := []any{burst, maxDelay.Microseconds()}
+	args := []any{at(burst), maxDelay.Microseconds()}
 	for i, l := range c.Limits {
 		capacity := l.Count
 		switch {
@@ -95,7 +120,7 @@ func (c Config) args() []any {
 		case algo == limiter.LeakyBucket:
 			capacity = c.Burst
 		}
-		args = append(args, l.Count, l.Window.Microseconds(), capacity)
+		args = append(args, at(l.Count), l.Window.Microseconds(), at(capacity))
 	}
 	return args
 }

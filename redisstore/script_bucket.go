@@ -19,6 +19,7 @@ end
 // capacity is the limit's count, or Burst for the shortest limit. The key
 // lives until the furthest TAT, when every bucket is full again.
 const luaTokenBucket = luaTATState + `
+tat_limits = true
 local function prepare() end
 local function step(i, c) return gcra(A[i], B[i], N[i], W[i], C[i], c) end
 `

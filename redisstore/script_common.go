@@ -14,13 +14,19 @@ package redisstore
 // Lua's 14-digit tostring.
 //
 // KEYS[1] is the key's hash; the sliding log adds one ZSET per limit.
-// ARGV: 1 op ("a" allow, "p" peek: decide but take nothing, "r" refund), 2 cost, 3 burst capacity in front of
-// a window algorithm (0: none), 4 leaky bucket max delay (µs), then per
-// limit: count, window (µs), capacity (token bucket) or queue depth
-// (leaky bucket).
+// ARGV: 1 op ("a" allow, "p" peek: decide but take nothing, "r" refund),
+// 2 cost, 3 requests (the number of requests of that cost decided one
+// after the other: coalesced requests of one key), 4 scaled ("1" when the
+// counts are a scale of the rule's: a token bucket fuller than full is
+// then read as full, as limiter's), 5 burst capacity in front of a window
+// algorithm (0: none), 6 leaky bucket max delay (µs), then per limit:
+// count, window (µs), capacity (token bucket) or queue depth (leaky
+// bucket).
 //
-// The reply to "a" and "p" is {allowed, retry_after_us, delay_us, now_us,
-// remaining_1, reset_us_1, remaining_2, reset_us_2, …}; to "r", 1.
+// The reply to "a" and "p" is one decision per request, {allowed,
+// retry_after_us, delay_us, now_us, remaining_1, reset_us_1, remaining_2,
+// reset_us_2, …} each, one after the other, ending at the first denial
+// (the requests after it would get the same: nothing changed); to "r", 1.
 
 // luaPrelude parses the arguments and reads the server's clock. TIME is
 // non-deterministic: Redis ≥ 5 replicates a script's effects (its writes),
@@ -34,15 +40,17 @@ local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local op = ARGV[1]
 local cost = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local maxdelay = tonumber(ARGV[4])
-local L = (#ARGV - 4) / 3
+local reps = tonumber(ARGV[3])
+local scaled = ARGV[4] == '1'
+local burst = tonumber(ARGV[5])
+local maxdelay = tonumber(ARGV[6])
+local L = (#ARGV - 6) / 3
 local N, W, C = {}, {}, {}
 local longest, bi = 0, 1
 for i = 1, L do
-  N[i] = tonumber(ARGV[2 + 3 * i])
-  W[i] = tonumber(ARGV[3 + 3 * i])
-  C[i] = tonumber(ARGV[4 + 3 * i])
+  N[i] = tonumber(ARGV[4 + 3 * i])
+  W[i] = tonumber(ARGV[5 + 3 * i])
+  C[i] = tonumber(ARGV[6 + 3 * i])
   if W[i] > longest then longest = W[i] end
   if W[i] < W[bi] then bi = i end
 end
@@ -65,9 +73,11 @@ end
 local function align(t, w) return idiv(t, w) * w end
 
 -- State of every limit: fields a<i>, b<i>, c<i>; the burst bucket ba, bb.
+-- load reads it (again, after a coalesced request was admitted).
 local A, B, Cc = {}, {}, {}
 local BA, BB = 0, 0
-do
+local function load()
+  put = {}
   local f = {}
   for i = 1, L do f[#f + 1] = 'a' .. i; f[#f + 1] = 'b' .. i; f[#f + 1] = 'c' .. i end
   f[#f + 1] = 'ba'; f[#f + 1] = 'bb'
@@ -80,6 +90,7 @@ do
   BA = tonumber(v[3 * L + 1]) or 0
   BB = tonumber(v[3 * L + 2]) or 0
 end
+load()
 
 -- GCRA: a bucket's state is its theoretical arrival time (TAT): t whole
 -- µs and f, the fraction of the next µs in n-ths, so that a unit costs
@@ -112,6 +123,17 @@ local function gcra(t, f, n, w, cap, c)
   local a, b, full = tat_after(nx, n)
   return {ok = true, a = a, b = b, rem = idiv(tau - nx, w), reset = full, keep = full}
 end
+-- at_most_full is a TAT moved back to a full bucket's (cap units ahead of
+-- now), or nil if it is no further ahead. Scaled requests apply it first
+-- to the token buckets (limiter's atMostFull): a TAT further ahead was
+-- left by a smaller scale, where a unit costs longer, and is no debt.
+local function at_most_full(t, f, n, w, cap)
+  if backlog(t, f, n) <= cap * w then return nil end
+  local a, b = tat_after(cap * w, n)
+  return a, b
+end
+-- tat_limits is true when the limits are token buckets (the algorithm sets it).
+local tat_limits = false
 -- gcra_refund moves a TAT back by cost units, never before now.
 local function gcra_refund(t, f, n, w, c)
   local x = backlog(t, f, n)
@@ -122,10 +144,11 @@ end
 `
 
 // luaDriver decides with the algorithm's step, prepare, commit and refund
-// functions, and the burst bucket (window algorithms) in front.
+// functions, and the burst bucket (window algorithms) in front: once per
+// request, reading the state again after each admission.
 const luaDriver = `
-prepare()
 if op == 'r' then
+  prepare()
   if cost > 0 then
     for i = 1, L do refund(i, cost) end
     if burst > 0 then
@@ -135,6 +158,19 @@ if op == 'r' then
     if #put > 0 then redis.call('HSET', H, unpack(put)) end
   end
   return 1
+end
+local function once()
+prepare()
+if scaled and op == 'a' and cost > 0 then
+  for i = 1, L do
+    local a, b
+    if tat_limits then a, b = at_most_full(A[i], B[i], N[i], W[i], C[i]) end
+    if a then A[i], B[i] = a, b; set('a' .. i, a); set('b' .. i, b) end
+  end
+  if burst > 0 then
+    local a, b = at_most_full(BA, BB, N[bi], W[bi], burst)
+    if a then BA, BB = a, b; set('ba', a); set('bb', b) end
+  end
 end
 local res = {}
 local allowed, retry, never = true, 0, false
@@ -176,8 +212,19 @@ if allowed and cost > 0 and op == 'a' then
   redis.call('HSET', H, unpack(put))
   local ms = cdiv(keep, 1000)
   for k = 1, #KEYS do redis.call('PEXPIRE', KEYS[k], ms) end
+elseif #put > 0 then
+  redis.call('HSET', H, unpack(put)) -- buckets made at most full: the key is there
 end
 local out = {allowed and 1 or 0, retry, delay, now}
 for i = 1, L do out[#out + 1] = res[i].rem; out[#out + 1] = res[i].reset end
-return out
+return out, allowed
+end
+local all = {}
+for k = 1, reps do
+  if k > 1 then load() end
+  local out, allowed = once()
+  for j = 1, #out do all[#all + 1] = out[j] end
+  if not allowed or op ~= 'a' then break end
+end
+return all
 `

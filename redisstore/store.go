@@ -32,11 +32,15 @@ type Store struct {
 	client  redis.UniversalClient
 	script  *redis.Script
 	cfg     Config
-	args    []any // ARGV from index 3 on
+	args    []any // ARGV from index 5 on, at scale 1
 	prefix  string
 	logs    int // ZSETs per key: the sliding log's limits
 	longest time.Duration
-	breaker *Breaker // nil: none
+	breaker *Breaker   // nil: none
+	flights *coalescer // nil: Config.Coalesce off
+	denied  *overLimit // nil: no over-limit cache
+	now     func() time.Time
+	stats   *Counters
 }
 
 // New returns a Store for cfg on client, or cfg's validation error. It does
@@ -49,7 +53,17 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg.Limits = append([]limiter.Limit(nil), cfg.Limits...)
-	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(), prefix: cfg.KeyPrefix}
+	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now}
+	s.stats = cfg.Counters
+	if s.stats == nil {
+		s.stats = new(Counters)
+	}
+	if cfg.Coalesce {
+		s.flights = newCoalescer()
+	}
+	if cfg.OverLimitCacheKeys > 0 {
+		s.denied = newOverLimit(cfg.OverLimitCacheKeys)
+	}
 	if s.prefix == "" {
 		s.prefix = DefaultKeyPrefix
 	}
@@ -80,48 +94,120 @@ func (s *Store) Breaker() *Breaker { return s.breaker }
 // Quota per limit, in the rule's order; Reset and RetryAfter in whole
 // microseconds.
 func (s *Store) Allow(ctx context.Context, key string, cost int64) (limiter.Decision, error) {
-	return s.decide(ctx, key, "a", cost)
+	return s.AllowScaled(ctx, key, cost, 1)
+}
+
+// AllowScaled is Allow with every limit and burst multiplied by scale, as
+// limiter.AllowScaledAt applies it (rounded down, at least 1); a scale of
+// 0 or less denies everything, without a call. The key's state is the same
+// whatever the scale. With Config.OverLimitCacheKeys, a key Redis denied
+// is denied again without a call until the denial's RetryAfter; with
+// Config.Coalesce, concurrent requests of one key share calls.
+func (s *Store) AllowScaled(ctx context.Context, key string, cost int64, scale float64) (limiter.Decision, error) {
+	if !(scale > 0) {
+		return s.blocked(), nil
+	}
+	if s.denied != nil && cost > 0 {
+		if d, ok := s.denied.get(key, cost, scale, s.now()); ok {
+			s.stats.OverLimitCached.Add(1)
+			return d, nil
+		}
+	}
+	var d limiter.Decision
+	var err error
+	if s.flights != nil && cost > 0 {
+		d, err = s.flights.allow(ctx, flightKey{key, cost, scale}, s.allowN)
+	} else {
+		var ds []limiter.Decision
+		ds, err = s.allowN(ctx, flightKey{key, cost, scale}, 1)
+		if err == nil {
+			d = ds[0]
+		}
+	}
+	if err == nil && !d.Allowed && s.denied != nil && cost > 0 {
+		s.denied.put(key, cost, scale, s.now(), d)
+	}
+	return d, err
+}
+
+// allowN decides n requests of k in one call: the decisions up to and
+// including the first denial.
+func (s *Store) allowN(ctx context.Context, k flightKey, n int) ([]limiter.Decision, error) {
+	s.stats.Calls.Add(1)
+	if n > 1 {
+		s.stats.Coalesced.Add(uint64(n - 1))
+	}
+	return s.decide(ctx, k.key, "a", k.cost, n, k.scale)
 }
 
 // Peek is Allow without taking anything: what Allow would decide now. It
-// writes nothing (a sliding log's expired events stay until an admission).
+// writes nothing (a sliding log's expired events stay until an admission),
+// and neither reads nor fills the over-limit cache.
 func (s *Store) Peek(ctx context.Context, key string, cost int64) (limiter.Decision, error) {
-	return s.decide(ctx, key, "p", cost)
+	ds, err := s.decide(ctx, key, "p", cost, 1, 1)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	return ds[0], nil
 }
 
 // Reset forgets key's state: its next request finds every limit whole.
+// It also forgets the key in this Store's over-limit cache (other
+// processes keep theirs until their denial's RetryAfter).
 func (s *Store) Reset(ctx context.Context, key string) error {
+	if s.denied != nil {
+		s.denied.forget(key)
+	}
 	if s.breaker != nil && !s.breaker.Allow() {
 		return fmt.Errorf("redisstore: %w (breaker open)", ErrUnavailable)
 	}
 	return s.done(s.client.Del(ctx, s.RedisKeys(key)...).Err())
 }
 
-// decide runs the script for op "a" or "p" and reads its reply.
-func (s *Store) decide(ctx context.Context, key, op string, cost int64) (limiter.Decision, error) {
-	var d limiter.Decision
-	res, err := s.run(ctx, key, op, cost)
+// blocked is the decision at a scale of 0: nothing passes, and the
+// longest window is the wait, as limiter's.
+func (s *Store) blocked() limiter.Decision {
+	d := limiter.Decision{RetryAfter: s.longest, Len: len(s.cfg.Limits)}
+	for i, l := range s.cfg.Limits {
+		d.Quotas[i] = limiter.Quota{Window: l.Window}
+	}
+	return d
+}
+
+// decide runs the script for op "a" or "p" on n requests and reads its
+// reply: at least one decision, at most n.
+func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, scale float64) ([]limiter.Decision, error) {
+	res, err := s.run(ctx, key, op, cost, n, scale)
 	if err != nil {
-		return d, err
+		return nil, err
 	}
 	v, ok := res.([]any)
-	if !ok || len(v) != 4+2*len(s.cfg.Limits) {
-		return d, fmt.Errorf("redisstore: unexpected reply %v", res)
+	each := 4 + 2*len(s.cfg.Limits)
+	if !ok || len(v) == 0 || len(v)%each != 0 || len(v)/each > n {
+		return nil, fmt.Errorf("redisstore: unexpected reply %v", res)
 	}
-	n := make([]int64, len(v))
+	num := make([]int64, len(v))
 	for i, x := range v {
-		if n[i], ok = x.(int64); !ok {
-			return d, fmt.Errorf("redisstore: unexpected reply %v", res)
+		if num[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("redisstore: unexpected reply %v", res)
 		}
 	}
+	ds := make([]limiter.Decision, len(v)/each)
+	for j := range ds {
+		s.read(&ds[j], num[j*each:(j+1)*each], scale)
+	}
+	return ds, nil
+}
+
+// read fills d from one decision of the script's reply.
+func (s *Store) read(d *limiter.Decision, n []int64, scale float64) {
 	d.Allowed = n[0] == 1
 	d.RetryAfter = us(n[1])
 	d.Delay = us(n[2])
 	d.Len = len(s.cfg.Limits)
 	for i, l := range s.cfg.Limits {
-		d.Quotas[i] = limiter.Quota{Limit: l.Count, Window: l.Window, Remaining: max(n[4+2*i], 0), Reset: us(n[5+2*i])}
+		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, scale), Window: l.Window, Remaining: max(n[4+2*i], 0), Reset: us(n[5+2*i])}
 	}
-	return d, nil
 }
 
 // Refund gives back cost units that Allow took for key moments ago (when
@@ -132,22 +218,36 @@ func (s *Store) decide(ctx context.Context, key, op string, cost int64) (limiter
 // token_bucket and leaky_bucket, the TAT moves back by their cost, never
 // before now. A Refund never creates a key.
 func (s *Store) Refund(ctx context.Context, key string, cost int64) error {
-	if cost <= 0 {
+	return s.RefundScaled(ctx, key, cost, 1)
+}
+
+// RefundScaled is Refund of units AllowScaled took at scale (the buckets
+// give back what a unit cost at that scale). It forgets the key in the
+// over-limit cache: units came back.
+func (s *Store) RefundScaled(ctx context.Context, key string, cost int64, scale float64) error {
+	if cost <= 0 || !(scale > 0) {
 		return nil
 	}
-	_, err := s.run(ctx, key, "r", cost)
+	if s.denied != nil {
+		s.denied.forget(key)
+	}
+	_, err := s.run(ctx, key, "r", cost, 1, scale)
 	return err
 }
 
 // run calls the script through the breaker: EVALSHA, or EVAL when Redis
 // answers NOSCRIPT (after a restart or SCRIPT FLUSH).
-func (s *Store) run(ctx context.Context, key, op string, cost int64) (any, error) {
+func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scale float64) (any, error) {
 	if s.breaker != nil && !s.breaker.Allow() {
 		return nil, fmt.Errorf("redisstore: %w (breaker open)", ErrUnavailable)
 	}
-	args := make([]any, 0, 2+len(s.args))
-	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1))
-	args = append(args, s.args...)
+	rest, scaled := s.args, "0"
+	if scale != 1 {
+		rest, scaled = s.cfg.args(scale), "1"
+	}
+	args := make([]any, 0, 4+len(rest))
+	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), max(n, 1), scaled)
+	args = append(args, rest...)
 	res, err := s.script.Run(ctx, s.client, s.RedisKeys(key), args...).Result()
 	if err := s.done(err); err != nil {
 		return nil, err

@@ -1,0 +1,147 @@
+package redisstore
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// maxCachedKey is the longest key the over-limit cache keeps: longer keys
+// always ask Redis, so the cache's memory stays bounded by its count.
+const maxCachedKey = 512
+
+// overLimit remembers keys Redis denied, until the denial's RetryAfter
+// (Envoy's over-limit cache): a request of such a key, of at least the
+// cost denied and at the same scale, is denied without a round trip, with
+// the denial's headers counted down.
+type overLimit struct {
+	seed   maphash.Seed
+	per    int // keys a shard holds at most
+	shards [16]deniedShard
+}
+
+type deniedShard struct {
+	mu    sync.Mutex
+	keys  map[string]denial
+	swept int64 // when a full shard was last swept (Unix ns)
+}
+
+// A denial is what Redis answered for a key, and until when it holds.
+type denial struct {
+	cost  int64
+	scale float64
+	at    time.Time // when it was answered
+	until time.Time
+	d     limiter.Decision
+}
+
+func newOverLimit(keys int) *overLimit {
+	c := &overLimit{seed: maphash.MakeSeed(), per: max(1, keys/16)}
+	for i := range c.shards {
+		c.shards[i].keys = make(map[string]denial)
+	}
+	return c
+}
+
+func (c *overLimit) shard(key string) *deniedShard {
+	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
+}
+
+// get returns key's denial as of now if it still holds for a request of
+// cost at scale.
+func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (limiter.Decision, bool) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	e, ok := sh.keys[key]
+	sh.mu.Unlock()
+	if !ok || cost < e.cost || scale != e.scale || !now.Before(e.until) {
+		return limiter.Decision{}, false
+	}
+	d := e.d
+	gone := now.Sub(e.at)
+	d.RetryAfter = max(d.RetryAfter-gone, 0)
+	for i := 0; i < d.Len; i++ {
+		d.Quotas[i].Reset = max(d.Quotas[i].Reset-gone, 0)
+	}
+	return d, true
+}
+
+// put remembers a denial of key for cost at scale, answered at now. A full
+// shard first forgets its expired denials (at most once a second); if it
+// is still full, the key is not kept.
+func (c *overLimit) put(key string, cost int64, scale float64, now time.Time, d limiter.Decision) {
+	if d.RetryAfter <= 0 || len(key) > maxCachedKey {
+		return
+	}
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.keys[key]; !ok && len(sh.keys) >= c.per {
+		if now.UnixNano()-sh.swept < int64(time.Second) {
+			return
+		}
+		sh.swept = now.UnixNano()
+		for k, e := range sh.keys {
+			if !now.Before(e.until) {
+				delete(sh.keys, k)
+			}
+		}
+		if len(sh.keys) >= c.per {
+			return
+		}
+	}
+	sh.keys[key] = denial{cost: cost, scale: scale, at: now, until: now.Add(d.RetryAfter), d: d}
+}
+
+// forget drops key's denial: units came back to it.
+func (c *overLimit) forget(key string) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	delete(sh.keys, key)
+	sh.mu.Unlock()
+}
+
+// len is the number of denials kept, expired ones included.
+func (c *overLimit) len() int {
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		n += len(sh.keys)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Counters count where a Store's decisions came from. A caller that
+// wants the counts to outlive the Store (a reload makes a new one) passes
+// its own in Config.Counters. Safe for concurrent use.
+type Counters struct {
+	// Calls is the calls that went to Redis to decide requests (Allow,
+	// AllowScaled), failed ones included.
+	Calls atomic.Uint64
+	// Coalesced is the requests decided in a call another request made.
+	Coalesced atomic.Uint64
+	// OverLimitCached is the requests the over-limit cache denied.
+	OverLimitCached atomic.Uint64
+}
+
+// Stats is a snapshot of a Store's Counters, and of its over-limit cache.
+type Stats struct {
+	Calls, Coalesced, OverLimitCached uint64
+	// OverLimitKeys is the keys in the over-limit cache now (some may
+	// have expired, not yet swept).
+	OverLimitKeys int
+}
+
+// Stats returns the Store's counters.
+func (s *Store) Stats() Stats {
+	st := Stats{Calls: s.stats.Calls.Load(), Coalesced: s.stats.Coalesced.Load(), OverLimitCached: s.stats.OverLimitCached.Load()}
+	if s.denied != nil {
+		st.OverLimitKeys = s.denied.len()
+	}
+	return st
+}

@@ -1,0 +1,80 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// TestScaledMatchesLimiter: AllowScaled on Redis decides as the in-process
+// limiter's AllowScaledAt, with the scale changing from request to request
+// (a country's multiplier, a tier), burst or not: the same admissions,
+// limits, remaining units and waits.
+func TestScaledMatchesLimiter(t *testing.T) {
+	_, c := start(t)
+	two := []limiter.Limit{{Count: 9, Window: time.Hour}, {Count: 14, Window: 24 * time.Hour}}
+	scales := []float64{0.5, 0.5, 1, 0.25, 2, 0.5, 0.5, 1.5, 0.34, 1, 1, 0.5}
+	costs := []int64{1, 2, 1, 1, 3, 1, 1, 2, 1, 1, 8, 1}
+	for _, algo := range algorithms {
+		for _, burst := range []int64{0, 4} {
+			t.Run(fmt.Sprintf("%s/burst=%d", algo, burst), func(t *testing.T) {
+				cfg := config(algo, two...)
+				if algo == limiter.LeakyBucket {
+					cfg = config(algo, two[0])
+				}
+				if burst > 0 {
+					cfg.Burst = burst
+				}
+				s := newStore(t, c, cfg)
+				l, err := limiter.New(limiter.Config{Algorithm: algo, Limits: cfg.Limits, Burst: cfg.Burst, MaxDelay: cfg.MaxDelay})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, cost := range costs {
+					scale := scales[i]
+					want := l.AllowScaledAt("k", time.Now(), cost, scale)
+					got, err := s.AllowScaled(t.Context(), "k", cost, scale)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got.Allowed != want.Allowed || got.Len != want.Len {
+						t.Fatalf("Test %d (cost %d, scale %v): allowed %v, want %v", i, cost, scale, got.Allowed, want.Allowed)
+					}
+					if !near(got.RetryAfter, want.RetryAfter) || !near(got.Delay, want.Delay) {
+						t.Fatalf("Test %d (cost %d, scale %v): retry after %s delay %s, want %s %s", i, cost, scale, got.RetryAfter, got.Delay, want.RetryAfter, want.Delay)
+					}
+					for j := range got.Len {
+						g, w := got.Quotas[j], want.Quotas[j]
+						if g.Remaining != w.Remaining || g.Limit != w.Limit || !near(g.Reset, w.Reset) {
+							t.Fatalf("Test %d (cost %d, scale %v): limit %d: %+v, want %+v", i, cost, scale, j, g, w)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestScaleZero: a scale of 0 (a country multiplied by 0) denies without
+// a call, waiting the longest window, as the limiter does; a refund at it
+// gives nothing back.
+func TestScaleZero(t *testing.T) {
+	_, c := start(t)
+	s := newStore(t, c, config(limiter.FixedWindow, hour, limiter.Limit{Count: 100, Window: 24 * time.Hour}))
+	d, err := s.AllowScaled(context.Background(), "k", 1, 0)
+	if err != nil || d.Allowed || d.RetryAfter != 24*time.Hour || d.Len != 2 || d.Quotas[0].Limit != 0 {
+		t.Fatalf("AllowScaled at 0: %+v, %v; want denied for 24h, limits 0", d, err)
+	}
+	if st := s.Stats(); st.Calls != 0 {
+		t.Fatalf("%d calls, want none", st.Calls)
+	}
+	if err := s.RefundScaled(context.Background(), "k", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Exists(context.Background(), s.RedisKeys("k")...).Result(); n != 0 {
+		t.Fatalf("%d keys in Redis, want none", n)
+	}
+}

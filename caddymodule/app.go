@@ -75,6 +75,8 @@ type App struct {
 	redis    *sharedRedis          // the client of Store.Redis, from redisClients
 	redisSet redisSettings         // Store.Redis, parsed
 	stores   map[string]*ruleStore // by rule name: the rules with store redis; set while provisioning
+	fleetKey fleetKey              // the fleet this node counts itself in: a.redis's client and the key prefix
+	fleet    *fleetLoop            // its heartbeat: joined at Start, left at Cleanup
 
 	cluster *clusterSettings             // from Cluster
 	node    *atomic.Pointer[clusterNode] // the cluster node in use; set at Provision if one runs, else at Start
@@ -148,6 +150,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		a.redisSet = settings
 		a.redis = redisClients.acquire(settings) // connects at its first call, not here
+		a.fleetKey = fleetKey{a.redis.client, settings.prefix}
 	}
 	if a.GeoIP != "" {
 		db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(a.GeoIP, ""))
@@ -207,6 +210,9 @@ func (a *App) Start() error {
 		a.node.Store(n)
 		n.sharing.SetRules(a.sharedRules())
 	}
+	if a.redis != nil && a.fleet == nil {
+		a.fleet = fleets.join(a.fleetKey, a.logger) // not at Provision: caddy validate must not count as a node
+	}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.stopOnce = new(sync.Once)
 	go a.sweep(time.Duration(a.SweepInterval), time.Duration(a.GeoIPCheckInterval))
@@ -256,6 +262,8 @@ func (a *App) Cleanup() error {
 			clusters.release(n)
 		}
 	}
+	fleets.leave(a.fleet)
+	a.fleet = nil
 	if a.redis != nil {
 		redisClients.release(a.redis)
 		a.redis = nil

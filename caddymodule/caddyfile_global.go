@@ -53,16 +53,20 @@ func init() {
 //	            max_keys      <count>           # hot keys followed; default 10000
 //	        }
 //	        store redis {
-//	            address         <host:port...>  # repeatable: adds; Cluster seeds, or Sentinels
-//	            username        <user>
-//	            password        <password>      # {env.REDIS_PASSWORD}
-//	            db              <n>             # default 0
-//	            tls             [on|off]        # default off
-//	            timeout         <duration>      # per call on the request path; default 50ms
-//	            key_prefix      <prefix>        # default edgelimit:
-//	            cluster         on|off          # default off: addresses are Redis Cluster seeds
-//	            sentinel_master <name>          # addresses are Sentinels
-//	            probe_interval  <duration>      # default 1s
+//	            address           <host:port...>   # repeatable: adds; Cluster seeds, or Sentinels
+//	            username          <user>
+//	            password          <password>       # {env.REDIS_PASSWORD}
+//	            db                <n>              # default 0
+//	            tls               [on|off]         # default off
+//	            timeout           <duration>       # per call on the request path; default 50ms
+//	            key_prefix        <prefix>         # default edgelimit:
+//	            cluster           on|off           # default off: addresses are Redis Cluster seeds
+//	            sentinel_master   <name>           # addresses are Sentinels
+//	            sentinel_username <user>           # ACL user on the Sentinels (6.2+); with sentinel_master
+//	            sentinel_password <password>       # the Sentinels' password, {env.SENTINEL_PASSWORD}; with sentinel_master
+//	            probe_interval    <duration>       # default 1s
+//	            coalesce          on|off           # default on: concurrent requests of a key share a call
+//	            over_limit_cache  on|off           # default on: a key Redis denied is denied locally until its Retry-After
 //	        }
 //	    }
 //	}
@@ -420,6 +424,19 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 			err = onOffArg(d, "store redis cluster", &cfg.Cluster, false)
 		case "sentinel_master":
 			err = oneArg(d, &cfg.SentinelMaster)
+		case "coalesce", "over_limit_cache":
+			on := true
+			if err = onOffArg(d, "store redis "+sub, &on, true); err == nil {
+				if sub == "coalesce" {
+					cfg.NoCoalesce = !on
+				} else {
+					cfg.NoOverLimitCache = !on
+				}
+			}
+		case "sentinel_username":
+			err = oneArg(d, &cfg.SentinelUsername)
+		case "sentinel_password":
+			err = oneArg(d, &cfg.SentinelPassword)
 		default:
 			return nil, d.Errf("store redis: unrecognized subdirective %q", sub)
 		}
@@ -430,6 +447,12 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 	switch {
 	case len(cfg.Addresses) == 0:
 		return nil, errAtToken(start, "store redis: address is required (host:port of the server, the Redis Cluster seeds or the Sentinels)")
+	case cfg.SentinelMaster == "" && (cfg.SentinelUsername != "" || cfg.SentinelPassword != ""):
+		tok, ok := seen["sentinel_username"]
+		if !ok {
+			tok = seen["sentinel_password"]
+		}
+		return nil, errAtToken(tok, "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's)")
 	case cfg.Cluster && cfg.SentinelMaster != "":
 		return nil, errAtToken(seen["sentinel_master"], "store redis: cluster on and sentinel_master: choose one (a Redis Cluster, or a master found through Sentinels)")
 	case len(cfg.Addresses) > 1 && !cfg.Cluster && cfg.SentinelMaster == "":

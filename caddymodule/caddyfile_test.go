@@ -408,3 +408,123 @@ func TestCaddyfileDerivedNameHasSiteAddress(t *testing.T) {
 		t.Errorf("adapted config lacks %s (did httpcaddyfile.Helper's parentBlock change?):\n%s", want, out)
 	}
 }
+
+// TestParseStoreSentinelAuth: sentinel_username and sentinel_password of
+// `store redis` go to the app's JSON as written (placeholders are
+// replaced at load), and need sentinel_master.
+func TestParseStoreSentinelAuth(t *testing.T) {
+	for i, tc := range []struct {
+		input   string
+		want    string // the app as JSON, or
+		wantErr string // a substring of the error
+	}{
+		{
+			input: "rate_limit {\n store redis {\n  address 10.0.0.1:26379 10.0.0.2:26379\n  sentinel_master mymaster\n" +
+				"  password {env.REDIS_PASSWORD}\n  sentinel_username watcher\n  sentinel_password {env.SENTINEL_PASSWORD}\n }\n}",
+			want: `{"store":{"redis":{"addresses":["10.0.0.1:26379","10.0.0.2:26379"],"password":"{env.REDIS_PASSWORD}",` +
+				`"sentinel_master":"mymaster","sentinel_username":"watcher","sentinel_password":"{env.SENTINEL_PASSWORD}"}}}`,
+		},
+		{
+			input: "rate_limit {\n store redis {\n  sentinel_password s3cret\n  address 10.0.0.1:26379\n  sentinel_master mymaster\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["10.0.0.1:26379"],"sentinel_master":"mymaster","sentinel_password":"s3cret"}}}`,
+		},
+		{
+			input:   "rate_limit {\n store redis {\n  address a:1\n  sentinel_password p\n }\n}",
+			wantErr: "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's), at Testfile:4",
+		},
+		{
+			input:   "rate_limit {\n store redis {\n  address a:1\n  cluster on\n  sentinel_username u\n }\n}",
+			wantErr: "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's), at Testfile:5",
+		},
+		{
+			input:   "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_password p\n  sentinel_password q\n }\n}",
+			wantErr: "store redis: sentinel_password already given on line 5, at Testfile:6",
+		},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_password\n }\n}", wantErr: "wrong argument count"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_username u v\n }\n}", wantErr: "wrong argument count"},
+	} {
+		got, err := parseGlobalOption(caddyfile.NewTestDispenser(tc.input), nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Test %d: got error %v, want one containing %q", i, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Test %d: unexpected error: %v", i, err)
+			continue
+		}
+		if app := got.(httpcaddyfile.App); string(app.Value) != tc.want {
+			t.Errorf("Test %d: got %s, want %s", i, app.Value, tc.want)
+		}
+	}
+}
+
+// TestRedisSentinelAuthSettings: the Sentinels' credentials have their
+// placeholders replaced, tell clients apart (the pool's key), and without
+// sentinel_master are an error in JSON as in the Caddyfile.
+func TestRedisSentinelAuthSettings(t *testing.T) {
+	t.Setenv("EDGELIMIT_TEST_SENTINEL_PASSWORD", "s3cret")
+	cfg := RedisConfig{
+		Addresses:        []string{"127.0.0.1:26379", "127.0.0.1:26380"},
+		SentinelMaster:   "mymaster",
+		SentinelUsername: "watcher",
+		SentinelPassword: "{env.EDGELIMIT_TEST_SENTINEL_PASSWORD}",
+	}
+	s, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.sentinelUsername != "watcher" || s.sentinelPassword != "s3cret" {
+		t.Errorf("sentinel credentials %q, %q; want watcher, s3cret", s.sentinelUsername, s.sentinelPassword)
+	}
+	for i, change := range []func(c *RedisConfig){
+		func(c *RedisConfig) { c.SentinelPassword = "other" },
+		func(c *RedisConfig) { c.SentinelPassword = "" },
+		func(c *RedisConfig) { c.SentinelUsername = "" },
+	} {
+		other := cfg
+		change(&other)
+		if o, err := other.settings(); err != nil || o.print == s.print {
+			t.Errorf("Test %d: settings %v; the same client as before the change: %v", i, err, o.print == s.print)
+		}
+	}
+	for _, c := range []RedisConfig{
+		{Addresses: []string{"127.0.0.1:6379"}, SentinelPassword: "p"},
+		{Addresses: []string{"127.0.0.1:7000"}, Cluster: true, SentinelUsername: "u"},
+	} {
+		if _, err := c.settings(); err == nil || !strings.Contains(err.Error(), "need sentinel_master") {
+			t.Errorf("%+v: error %v, want one saying sentinel_master is needed", c, err)
+		}
+	}
+}
+
+// TestAdaptStoreSentinel adapts a whole Caddyfile with a store redis
+// block on Sentinels, with their credentials.
+func TestAdaptStoreSentinel(t *testing.T) {
+	input := "{\n\trate_limit {\n\t\tstore redis {\n\t\t\taddress 10.0.0.1:26379 10.0.0.2:26379 10.0.0.3:26379\n" +
+		"\t\t\tsentinel_master mymaster\n\t\t\tpassword {env.REDIS_PASSWORD}\n\t\t\tsentinel_username watcher\n" +
+		"\t\t\tsentinel_password {env.SENTINEL_PASSWORD}\n\t\t}\n\t}\n}\n\n" +
+		"http://localhost:8080 {\n\trate_limit {\n\t\tlimit 100 1m\n\t\tstore redis\n\t}\n\trespond \"ok\"\n}\n"
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			RateLimit json.RawMessage `json:"rate_limit"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"store":{"redis":{"addresses":["10.0.0.1:26379","10.0.0.2:26379","10.0.0.3:26379"],"password":"{env.REDIS_PASSWORD}",` +
+		`"sentinel_master":"mymaster","sentinel_username":"watcher","sentinel_password":"{env.SENTINEL_PASSWORD}"}}}`
+	if got := string(cfg.Apps.RateLimit); got != want {
+		t.Errorf("rate_limit app:\n got %s\nwant %s", got, want)
+	}
+	_, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte(strings.Replace(input, "sentinel_master mymaster", "cluster off", 1)), nil)
+	if err == nil || !strings.Contains(err.Error(), "need sentinel_master") || !strings.Contains(err.Error(), "Caddyfile:7") {
+		t.Errorf("without sentinel_master: error %v, want one saying sentinel_master is needed, at Caddyfile:7", err)
+	}
+}

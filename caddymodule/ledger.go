@@ -98,7 +98,7 @@ func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time
 		for _, t := range ts {
 			if t.stored != nil {
 				if t.cost > 0 {
-					t.ru.refundStore(r.Context(), t.key, t.cost)
+					t.ru.refundStore(r.Context(), t.key, t.cost, t.scale)
 				}
 				d := *t.stored // as it was, with the units back
 				for i := 0; i < d.Len; i++ {

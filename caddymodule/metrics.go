@@ -30,8 +30,14 @@ var (
 	descStoreFallbacks = prometheus.NewDesc("caddy_rate_limit_store_fallbacks_total",
 		"Requests of a rule with store redis that Redis could not decide, by the on_store_error mode applied: local, fail_open, fail_closed.",
 		[]string{"rule", "mode"}, nil)
+	descStoreRequests = prometheus.NewDesc("caddy_rate_limit_store_requests_total",
+		"Requests of a rule with store redis, by how they were decided: call (the request made a call to Redis, failed ones included), coalesced (decided in a call another request of the same key made), over_limit_cache (denied without a call: Redis had denied the key, and its Retry-After had not passed).",
+		[]string{"rule", "via"}, nil)
 	descStoreUp = prometheus.NewDesc("caddy_rate_limit_store_up",
 		"1 if Redis answered the last call of every rule with store redis (their breakers are closed), 0 if a breaker is open. Exported with a store block.",
+		nil, nil)
+	descStoreNodes = prometheus.NewDesc("caddy_rate_limit_store_nodes",
+		"Nodes sharing the Redis store (processes with the same Redis and key_prefix, this one included), as last seen through Redis; 1 before the first heartbeat. With on_store_error local, each enforces 1/nodes of a rule's limits while Redis is away. Exported with a store block.",
 		nil, nil)
 
 	// decisionSeconds is the time the handler takes over a request
@@ -71,7 +77,9 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descGossipDropped
 	ch <- descStoreErrors
 	ch <- descStoreFallbacks
+	ch <- descStoreRequests
 	ch <- descStoreUp
+	ch <- descStoreNodes
 	decisionSeconds.Describe(ch)
 }
 
@@ -94,6 +102,13 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 					ch <- prometheus.MustNewConstMetric(descStoreFallbacks, prometheus.CounterValue, float64(n), r.name, mode)
 				}
 			}
+			sc := &r.stats.store
+			for _, v := range []struct {
+				via string
+				n   uint64
+			}{{"call", sc.Calls.Load()}, {"coalesced", sc.Coalesced.Load()}, {"over_limit_cache", sc.OverLimitCached.Load()}} {
+				ch <- prometheus.MustNewConstMetric(descStoreRequests, prometheus.CounterValue, float64(v.n), r.name, v.via)
+			}
 		}
 	}
 	app := activeApp.Load()
@@ -107,6 +122,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(storeErrors[i].Load()), reason)
 		}
 		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, app.storeUp())
+		ch <- prometheus.MustNewConstMetric(descStoreNodes, prometheus.GaugeValue, app.storeNodes())
 	}
 	collectCluster(ch)
 	decisionSeconds.Collect(ch)

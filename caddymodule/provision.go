@@ -161,19 +161,20 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			r.clustered = true
 			r.hash = gossip.KeyHash(r.Name)
 		}
-		if r.Store == storeRedis {
-			if h.app.redis == nil {
-				return fmt.Errorf("rule %s: store redis needs a Redis: set the global option rate_limit { store redis { address <host:port> } }", r.Name)
-			}
-			if r.store, err = h.app.storeFor(r); err != nil {
-				return fmt.Errorf("rule %s: %v", r.Name, err)
-			}
+		if r.Store == storeRedis && h.app.redis == nil {
+			return fmt.Errorf("rule %s: store redis needs a Redis: set the global option rate_limit { store redis { address <host:port> } }", r.Name)
 		}
 		// the in-process limiter: the rule's state, or with store redis
 		// the fallback of on_store_error local
 		r.lim, r.stats, err = h.app.limiterFor(r.Rule)
 		if err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
+		}
+		if r.Store == storeRedis {
+			if r.store, err = h.app.storeFor(r); err != nil {
+				registry.release(r.Name)
+				return fmt.Errorf("rule %s: %v", r.Name, err)
+			}
 		}
 		if slices.Contains(r.By, "user_id") {
 			h.logger.Warn("rule keys by user_id: {http.auth.user.id} is set by authentication handlers, which run after rate_limit in the default order; put basic_auth/forward_auth before rate_limit in a route block, or requests will have no key",

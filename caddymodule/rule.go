@@ -253,10 +253,6 @@ func (r *Rule) checkStore() error {
 		return fmt.Errorf("store redis and scope cluster: choose one (Redis holds one exact limit for every node that uses it; scope cluster shares the limit by gossip)")
 	case r.Scope == scopeNode:
 		return fmt.Errorf("store redis and scope node: choose one (a limit in Redis holds for every node that uses it)")
-	case len(r.GeoMultiplier) > 0:
-		return fmt.Errorf("store redis does not support geo_multiplier yet")
-	case len(r.Tiers) > 0:
-		return fmt.Errorf("store redis does not support tiers yet")
 	}
 	for _, l := range r.Limits {
 		if time.Duration(l.Window)%time.Microsecond != 0 {

@@ -79,7 +79,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		var stored *limiter.Decision // the decision, when Redis made it
 		if ru.store != nil {
 			var from storeOutcome
-			d, from = ru.decideStore(r.Context(), key, now, cost)
+			d, from, scale = ru.decideStore(r.Context(), key, now, cost, scale)
 			switch {
 			case from == fromStore:
 				kept := d // escapes: only for decisions Redis made

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/edgebyte/edgelimit/limiter"
+	"github.com/edgebyte/edgelimit/redisstore"
 	"github.com/edgebyte/edgelimit/topkeys"
 )
 
@@ -29,6 +30,11 @@ type ruleStats struct {
 	// fallbacks counts, by on_store_error mode (storeModes), the requests
 	// of a rule with store redis that Redis could not decide.
 	fallbacks [len(storeModes)]atomic.Uint64
+
+	// store counts how a rule with store redis had its requests decided:
+	// by a call, coalesced into another request's call, or by the
+	// over-limit cache.
+	store redisstore.Counters
 }
 
 // paddedCounter is an atomic counter alone on its cache line.

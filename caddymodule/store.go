@@ -50,9 +50,10 @@ type RedisConfig struct {
 	// Default: none (the default user).
 	Username string `json:"username,omitempty"`
 
-	// Password authenticates to Redis (not to the Sentinels).
-	// Placeholders such as {env.REDIS_PASSWORD} are replaced. Default:
-	// none.
+	// Password authenticates to Redis: the server, every node of the
+	// Redis Cluster, or the master found through Sentinels, not the
+	// Sentinels themselves (see SentinelPassword). Placeholders such as
+	// {env.REDIS_PASSWORD} are replaced. Default: none.
 	Password string `json:"password,omitempty"`
 
 	// DB is the logical database; a Redis Cluster has only 0. Default: 0.
@@ -78,12 +79,42 @@ type RedisConfig struct {
 	// Default: none.
 	SentinelMaster string `json:"sentinel_master,omitempty"`
 
+	// SentinelUsername is the ACL user on the Sentinels (Redis 6.2+),
+	// with SentinelMaster. Placeholders are replaced. Default: none (the
+	// default user).
+	SentinelUsername string `json:"sentinel_username,omitempty"`
+
+	// SentinelPassword authenticates to the Sentinels (their requirepass,
+	// or SentinelUsername's password), with SentinelMaster; Password is
+	// the master's. Placeholders such as {env.SENTINEL_PASSWORD} are
+	// replaced. Default: none.
+	SentinelPassword string `json:"sentinel_password,omitempty"`
+
 	// ProbeInterval is how long a rule fails fast after Redis failed
 	// (applying on_store_error without trying it) before one request
 	// probes it again; also the most often a rule logs that Redis fails.
 	// Default: 1s.
 	ProbeInterval caddy.Duration `json:"probe_interval,omitempty"`
+
+	// NoCoalesce turns coalescing off: by default, the requests of one
+	// key (same cost and scale) that arrive while a call for that key is
+	// in flight are decided together in the next call, one after the
+	// other in one script run, as exactly as separate calls. A key with
+	// one request at a time never waits for it. Default: false
+	// (coalescing on).
+	NoCoalesce bool `json:"no_coalesce,omitempty"`
+
+	// NoOverLimitCache turns the over-limit cache off: by default, a key
+	// Redis denied is denied by this node without a call until the
+	// denial's Retry-After has passed (for requests of at least the cost
+	// denied, at the same scale), in a cache of up to 65,536 keys per
+	// rule. Units given back meanwhile by another node (a refund, an
+	// admin reset) are seen only after that. Default: false (cache on).
+	NoOverLimitCache bool `json:"no_over_limit_cache,omitempty"`
 }
+
+// overLimitCacheKeys is the size of each rule's over-limit cache.
+const overLimitCacheKeys = 65536
 
 // Defaults of the redis block.
 const (
@@ -123,8 +154,12 @@ type redisSettings struct {
 	db                 int
 	tls, cluster       bool
 	master             string
+	sentinelUsername   string // on the Sentinels, with master
+	sentinelPassword   string
 	timeout, probe     time.Duration
 	prefix             string
+	coalesce           bool
+	overLimit          bool
 	print              string // what the client is made from, hashed: the pool's key
 }
 
@@ -132,8 +167,10 @@ type redisSettings struct {
 func (c *RedisConfig) settings() (redisSettings, error) {
 	repl := caddy.NewReplacer()
 	s := redisSettings{
+		coalesce: !c.NoCoalesce, overLimit: !c.NoOverLimitCache,
 		username: repl.ReplaceKnown(c.Username, ""), password: repl.ReplaceKnown(c.Password, ""),
 		db: c.DB, tls: c.TLS, cluster: c.Cluster, master: c.SentinelMaster,
+		sentinelUsername: repl.ReplaceKnown(c.SentinelUsername, ""), sentinelPassword: repl.ReplaceKnown(c.SentinelPassword, ""),
 		timeout: time.Duration(c.Timeout), probe: time.Duration(c.ProbeInterval), prefix: c.KeyPrefix,
 	}
 	for _, a := range c.Addresses {
@@ -146,6 +183,8 @@ func (c *RedisConfig) settings() (redisSettings, error) {
 	switch {
 	case len(s.addrs) == 0:
 		return s, fmt.Errorf("store redis: no address")
+	case s.master == "" && (c.SentinelUsername != "" || c.SentinelPassword != ""):
+		return s, fmt.Errorf("store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's)")
 	case s.cluster && s.master != "":
 		return s, fmt.Errorf("store redis: cluster on and sentinel_master %q: choose one (a Redis Cluster, or a master found through Sentinels)", s.master)
 	case len(s.addrs) > 1 && !s.cluster && s.master == "":
@@ -176,8 +215,10 @@ func (c *RedisConfig) settings() (redisSettings, error) {
 		DB                 int
 		TLS, Cluster       bool
 		Master             string
+		SentinelUsername   string
+		SentinelPassword   string
 		Timeout            time.Duration
-	}{s.addrs, s.username, s.password, s.db, s.tls, s.cluster, s.master, s.timeout})
+	}{s.addrs, s.username, s.password, s.db, s.tls, s.cluster, s.master, s.sentinelUsername, s.sentinelPassword, s.timeout})
 	sum := sha256.Sum256(print)
 	s.print = hex.EncodeToString(sum[:])
 	return s, nil
@@ -207,7 +248,9 @@ func newRedisClient(s redisSettings) redis.UniversalClient {
 		Password: s.password,
 		DB:       s.db,
 
-		MasterName: s.master,
+		MasterName:       s.master,
+		SentinelUsername: s.sentinelUsername,
+		SentinelPassword: s.sentinelPassword,
 
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
@@ -297,6 +340,8 @@ type ruleStore struct {
 	mode    string
 	logger  *zap.Logger
 
+	fleetKey fleetKey // the nodes sharing the Redis and key prefix: on_store_error local takes 1/N
+
 	down       atomic.Bool  // the last call failed
 	lastLog    atomic.Int64 // Unix ns of the last failure logged
 	suppressed atomic.Uint64
@@ -310,14 +355,20 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		return st, nil
 	}
 	cfg := r.limiterConfig()
-	s, err := redisstore.New(a.redis.client, redisstore.Config{
+	rc := redisstore.Config{
 		Algorithm:     cfg.Algorithm,
 		Limits:        cfg.Limits,
 		Burst:         cfg.Burst,
 		MaxDelay:      cfg.MaxDelay,
 		KeyPrefix:     a.redisSet.prefix + redisstore.Escape(r.Name) + ":",
 		ProbeInterval: a.redisSet.probe,
-	})
+		Coalesce:      a.redisSet.coalesce,
+		Counters:      &r.stats.store, // kept by the rule's name across reloads
+	}
+	if a.redisSet.overLimit {
+		rc.OverLimitCacheKeys = overLimitCacheKeys
+	}
+	s, err := redisstore.New(a.redis.client, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +378,7 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 	}
 	st := &ruleStore{
 		store: s, client: a.redis.client, timeout: a.redisSet.timeout, probe: a.redisSet.probe,
-		rule: r.Name, mode: mode, logger: a.logger,
+		rule: r.Name, mode: mode, logger: a.logger, fleetKey: fleetKey{a.redis.client, a.redisSet.prefix},
 	}
 	if st.logger == nil {
 		st.logger = zap.NewNop()
@@ -350,40 +401,48 @@ const (
 	clientGone                       // the client went away during the call
 )
 
-// decideStore decides a request on Redis, within the store's timeout; on
-// failure it applies the rule's on_store_error.
-func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost int64) (limiter.Decision, storeOutcome) {
+// decideStore decides a request on Redis at scale (a tier's, a
+// country's), within the store's timeout; on failure it applies the
+// rule's on_store_error. It returns the scale of the decision: with the
+// in-process fallback, scale times this node's share of the fleet, for a
+// refund.
+func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost int64, scale float64) (limiter.Decision, storeOutcome, float64) {
 	st := ru.store
 	callCtx, cancel := context.WithTimeout(ctx, st.timeout)
-	d, err := st.store.Allow(callCtx, key, cost)
+	d, err := st.store.AllowScaled(callCtx, key, cost, scale)
 	cancel()
 	if err == nil {
 		st.ok()
-		return d, fromStore
+		return d, fromStore, scale
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return d, clientGone
+		return d, clientGone, scale
 	}
 	st.failed("allow", err)
 	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
 	switch st.mode {
 	case storeErrorFailOpen:
-		return limiter.Decision{}, failedOpen
+		return limiter.Decision{}, failedOpen, scale
 	case storeErrorFailClosed:
-		return limiter.Decision{}, failedClosed
+		return limiter.Decision{}, failedClosed, scale
 	}
-	return ru.lim.AllowScaledAt(key, now, cost, 1), fromLocal
+	local := scale * st.fallbackShare()
+	d = ru.lim.AllowScaledAt(key, now, cost, local)
+	for i := 0; i < d.Len && scale > 0; i++ {
+		d.Quotas[i].Limit = limiter.ScaledCount(ru.Limits[i].Count, scale) // the fleet's limit, as Redis shows it
+	}
+	return d, fromLocal, local
 }
 
-// refundStore gives back units Redis took for a request that another rule
-// denied, within the store's timeout: best effort, a failure is counted
-// and logged (rate-limited) and the units stay taken. It does not wait
-// for a client that went away.
-func (ru *rule) refundStore(ctx context.Context, key string, cost int64) {
+// refundStore gives back units Redis took at scale for a request that
+// another rule denied, within the store's timeout: best effort, a failure
+// is counted and logged (rate-limited) and the units stay taken. It does
+// not wait for a client that went away.
+func (ru *rule) refundStore(ctx context.Context, key string, cost int64, scale float64) {
 	st := ru.store
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.timeout)
 	defer cancel()
-	if err := st.store.Refund(callCtx, key, cost); err != nil {
+	if err := st.store.RefundScaled(callCtx, key, cost, scale); err != nil {
 		st.failed("refund", err)
 	} else {
 		st.ok()

@@ -53,6 +53,15 @@ func TestParseStoreOption(t *testing.T) {
 			input: "rate_limit {\n store redis {\n  address 10.0.0.1:26379 10.0.0.2:26379\n  sentinel_master mymaster\n  cluster off\n }\n}",
 			want:  `{"store":{"redis":{"addresses":["10.0.0.1:26379","10.0.0.2:26379"],"sentinel_master":"mymaster"}}}`,
 		},
+		{
+			input: "rate_limit {\n store redis {\n  address a:1\n  coalesce off\n  over_limit_cache off\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["a:1"],"no_coalesce":true,"no_over_limit_cache":true}}}`,
+		},
+		{
+			input: "rate_limit {\n store redis {\n  address a:1\n  coalesce on\n  over_limit_cache\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["a:1"]}}}`,
+		},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  coalesce sometimes\n }\n}", wantErr: `store redis coalesce "sometimes": want on or off, at Testfile:4`},
 		{input: "rate_limit {\n store {\n }\n}", wantErr: "store: want redis, as in `store redis { address 10.0.0.9:6379 }`, at Testfile:2"},
 		{input: "rate_limit {\n store memcached {\n }\n}", wantErr: `store "memcached": want redis, at Testfile:2`},
 		{input: "rate_limit {\n store redis {\n }\n}", wantErr: "store redis: address is required (host:port of the server, the Redis Cluster seeds or the Sentinels), at Testfile:2"},
@@ -110,8 +119,6 @@ func TestParseRuleStore(t *testing.T) {
 		{"rate_limit {\n limit 10 1m\n store redis\n scope node\n}", `store redis and scope node: choose one`},
 		{"rate_limit {\n limit 10 1m\n on_store_error fail_open\n}", `on_store_error applies to store redis only, at Testfile:3`},
 		{"rate_limit {\n limit 10 1m\n store local\n on_store_error fail_open\n}", `on_store_error applies to store redis only, at Testfile:3`},
-		{"rate_limit {\n limit 10 1m\n store redis\n geo_multiplier US 2 default 1\n}", `store redis does not support geo_multiplier yet, at Testfile:3`},
-		{"rate_limit {\n limit 10 1m\n store redis\n tier pro 100/1m\n tier_by header X-Plan\n}", `store redis does not support tiers yet`},
 		{"rate_limit {\n limit 10 1m\n store redis\n store local\n}", `store already given on line 3, at Testfile:4`},
 	} {
 		_, err := parseTest(tc.input, "", "", nil)

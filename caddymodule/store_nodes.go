@@ -1,0 +1,211 @@
+package caddymodule
+
+// The fleet behind a Redis store: every process with the same Redis and
+// key_prefix counts itself in Redis (redisstore.Fleet), so that when
+// Redis cannot decide, a rule with on_store_error local enforces this
+// node's share of its limits (1/N of each, N the nodes last seen), and
+// the fleet admits about the limit in total instead of N times it.
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/edgebyte/edgelimit/redisstore"
+)
+
+// The heartbeat: every nodesBeatInterval, off the request path, each call
+// bounded by nodesCallTimeout; a node that stops beating is forgotten by
+// the others after nodesTTL (five beats: a slow or missed beat or two does
+// not shrink the fleet).
+const (
+	nodesBeatInterval = time.Second
+	nodesCallTimeout  = time.Second
+	nodesTTL          = redisstore.DefaultFleetTTL
+)
+
+// fleetKey names a fleet: a Redis client of redisClients and the key
+// prefix. Processes share a rule's limit when they share both, so they
+// count each other under both.
+type fleetKey struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+// fleets holds the heartbeat of each fleet in use, process-wide: the apps
+// of the configs using a fleet join it at Start and leave it at Cleanup,
+// and a reload starts the new config before the old one stops, so the
+// heartbeat (and the node's id in Redis) runs on across reloads. The last
+// to leave stops it and takes the node out of Redis.
+var fleets = &fleetPool{byKey: make(map[fleetKey]*fleetLoop)}
+
+// fleetPool is the type of fleets.
+type fleetPool struct {
+	mu    sync.Mutex
+	byKey map[fleetKey]*fleetLoop
+	// index is byKey's fleets, copied on every change: the request path
+	// reads it without a lock.
+	index atomic.Pointer[map[fleetKey]*redisstore.Fleet]
+}
+
+// fleetLoop is a fleet's heartbeat and the apps using it.
+type fleetLoop struct {
+	key    fleetKey
+	fleet  *redisstore.Fleet
+	logger *zap.Logger
+	refs   int // under fleets.mu
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// join returns the heartbeat of key, started (its first beat at once) if
+// it was not running, with one more use.
+func (p *fleetPool) join(key fleetKey, logger *zap.Logger) *fleetLoop {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.byKey[key]; l != nil {
+		l.refs++
+		return l
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	f, err := redisstore.NewFleet(key.client, redisstore.FleetConfig{KeyPrefix: key.prefix, TTL: nodesTTL})
+	if err != nil { // the prefix was checked by settings
+		logger.Error("rate limit store: no node count; the fallback enforces whole limits", zap.Error(err))
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &fleetLoop{key: key, fleet: f, logger: logger, refs: 1, cancel: cancel, done: make(chan struct{})}
+	p.byKey[key] = l
+	p.reindex()
+	go l.run(ctx)
+	return l
+}
+
+// leave drops one use of l (nil: none); the last stops its heartbeat and
+// takes the node out of Redis (within nodesCallTimeout).
+func (p *fleetPool) leave(l *fleetLoop) {
+	if l == nil {
+		return
+	}
+	p.mu.Lock()
+	l.refs--
+	last := l.refs <= 0 && p.byKey[l.key] == l
+	if last {
+		delete(p.byKey, l.key)
+		p.reindex()
+	}
+	p.mu.Unlock()
+	if !last {
+		return
+	}
+	l.cancel()
+	<-l.done
+	ctx, cancel := context.WithTimeout(context.Background(), nodesCallTimeout)
+	defer cancel()
+	if err := l.fleet.Leave(ctx); err != nil {
+		if ce := l.logger.Check(zap.DebugLevel, "rate limit store: leaving the node count failed; the others forget this node after the ttl"); ce != nil {
+			ce.Write(zap.String("node", l.fleet.ID()), zap.Duration("ttl", l.fleet.TTL()), zap.Error(err))
+		}
+	}
+}
+
+// reindex publishes byKey's fleets to the request path. Under p.mu.
+func (p *fleetPool) reindex() {
+	idx := make(map[fleetKey]*redisstore.Fleet, len(p.byKey))
+	for k, l := range p.byKey {
+		idx[k] = l.fleet
+	}
+	p.index.Store(&idx)
+}
+
+// lookup returns the fleet of key, or nil if none runs. It takes no lock.
+func (p *fleetPool) lookup(key fleetKey) *redisstore.Fleet {
+	if idx := p.index.Load(); idx != nil {
+		return (*idx)[key]
+	}
+	return nil
+}
+
+// keys lists the fleets running, for tests.
+func (p *fleetPool) keys() []fleetKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]fleetKey, 0, len(p.byKey))
+	for k := range p.byKey {
+		out = append(out, k)
+	}
+	return out
+}
+
+// run beats at once, then every nodesBeatInterval until ctx ends.
+func (l *fleetLoop) run(ctx context.Context) {
+	defer close(l.done)
+	t := time.NewTicker(nodesBeatInterval)
+	defer t.Stop()
+	for {
+		l.beat(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// beat registers the node for another TTL and logs, at info, when the
+// count changes. A failure keeps the last count, and is logged at debug
+// only: the rules log Redis failures themselves.
+func (l *fleetLoop) beat(ctx context.Context) {
+	before := l.fleet.Nodes()
+	callCtx, cancel := context.WithTimeout(ctx, nodesCallTimeout)
+	n, err := l.fleet.Beat(callCtx)
+	cancel()
+	switch {
+	case err != nil:
+		if ce := l.logger.Check(zap.DebugLevel, "rate limit store: node count beat failed; the last count stays"); ce != nil {
+			ce.Write(zap.Int("nodes", n), zap.Error(err))
+		}
+	case n != before:
+		l.logger.Info("rate limit store: nodes sharing redis",
+			zap.Int("nodes", n), zap.Int("before", before), zap.String("key", l.fleet.Key()))
+	}
+}
+
+// fleet is the fleet of the rule's Redis client and key prefix, or nil
+// if none runs.
+func (st *ruleStore) fleet() *redisstore.Fleet {
+	if st == nil {
+		return nil
+	}
+	return fleets.lookup(st.fleetKey)
+}
+
+// fallbackShare is the part of its limits a rule with store redis and
+// on_store_error local enforces on this node when Redis cannot decide:
+// 1/N, N the nodes sharing the Redis and key prefix as last seen through
+// Redis (this one included). With one node, or none seen yet, 1: the
+// whole limit. Every node falling back at once thus admits about the
+// limit in total, not N times it. Multiply it into the scale of the
+// in-process decision (limiter.ScaledCount rounds each count down, at
+// least 1) and of its refund.
+func (st *ruleStore) fallbackShare() float64 {
+	if f := st.fleet(); f != nil {
+		return 1 / float64(f.Nodes())
+	}
+	return 1
+}
+
+// storeNodes is the number of nodes sharing the app's Redis and key
+// prefix, as last seen through Redis; 1 before the first beat.
+func (a *App) storeNodes() float64 {
+	if f := fleets.lookup(a.fleetKey); f != nil {
+		return float64(f.Nodes())
+	}
+	return 1
+}

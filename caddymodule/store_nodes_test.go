@@ -1,0 +1,172 @@
+package caddymodule
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgebyte/edgelimit/internal/redistest"
+	"github.com/edgebyte/edgelimit/limiter"
+	"github.com/edgebyte/edgelimit/redisstore"
+)
+
+// Without a fleet running (unit tests, a config not started yet) a rule
+// falls back on its whole limit.
+func TestFallbackShareAlone(t *testing.T) {
+	for i, st := range []*ruleStore{nil, {}, {rule: "x"}} {
+		if got := st.fallbackShare(); got != 1 {
+			t.Errorf("Test %d: share %v, want 1", i, got)
+		}
+	}
+	if got := new(App).storeNodes(); got != 1 {
+		t.Errorf("app without a store: %v nodes, want 1", got)
+	}
+}
+
+// TestFallbackShare: with three nodes counted in Redis, a rule's share is
+// a third (30 a hour: 10 on this node, at limiter.ScaledCount); a node
+// that leaves is out of Redis at once. A second app on the same fleet (a
+// reload) keeps its heartbeat and node id; the last one stops it.
+func TestFallbackShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t)
+	r := hourly("shared:{x}", 30) // a name Escape changes
+	r.Store = storeRedis
+	h := redisHandler(t, srv, r)
+	app := h.app
+	app.fleetKey = fleetKey{app.redis.client, app.redisSet.prefix}
+	st := h.rules[0].store
+
+	l := fleets.join(app.fleetKey, nil)
+	again := fleets.join(app.fleetKey, nil) // a reload: the new config joins before the old leaves
+	if l == nil || again != l {
+		t.Fatalf("joins %p, %p: want one heartbeat", l, again)
+	}
+	ctx := context.Background()
+	others := make([]*redisstore.Fleet, 2)
+	for i := range others {
+		f, err := redisstore.NewFleet(app.redis.client, redisstore.FleetConfig{KeyPrefix: app.redisSet.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		others[i] = f
+	}
+	if n, err := l.fleet.Beat(ctx); err != nil || n != 3 {
+		t.Fatalf("beat: %d nodes (%v), want 3", n, err)
+	}
+	if got := st.fallbackShare(); got != 1.0/3 {
+		t.Errorf("share with 3 nodes: %v, want 1/3", got)
+	}
+	if got := limiter.ScaledCount(30, st.fallbackShare()); got != 10 {
+		t.Errorf("limit 30 at the share of 3 nodes: %d, want 10", got)
+	}
+	if got := app.storeNodes(); got != 3 {
+		t.Errorf("storeNodes %v, want 3", got)
+	}
+	if err := others[1].Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.fleet.Beat(ctx); err != nil || n != 2 || st.fallbackShare() != 0.5 {
+		t.Errorf("after one left: %d nodes (%v), share %v; want 2, 1/2", n, err, st.fallbackShare())
+	}
+
+	id := l.fleet.ID()
+	fleets.leave(again) // the old config goes
+	if f := fleets.lookup(app.fleetKey); f == nil || f.ID() != id {
+		t.Fatalf("after the first leave: fleet %v, want the same node %s running", f, id)
+	}
+	fleets.leave(l) // the last
+	if f := fleets.lookup(app.fleetKey); f != nil || st.fallbackShare() != 1 {
+		t.Errorf("after the last leave: fleet %v, share %v; want none, 1", f, st.fallbackShare())
+	}
+	if err := app.redis.client.ZScore(ctx, l.fleet.Key(), id).Err(); err == nil {
+		t.Errorf("node %s still in %s after the last leave", id, l.fleet.Key())
+	}
+}
+
+// TestFallbackShareStart: App.Start joins the fleet of its Redis and key
+// prefix, its heartbeat counts the node in Redis at once, and Cleanup
+// leaves it.
+func TestFallbackShareStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t)
+	cfg := &RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":"}
+	s, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &App{SweepInterval: 60e9, Store: &StoreConfig{Redis: cfg}, redisSet: s, redis: redisClients.acquire(s)}
+	app.fleetKey = fleetKey{app.redis.client, s.prefix}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	key := s.prefix + redisstore.FleetKey
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // a poll interval
+		if n, _ := app.redis.client.ZCard(ctx, key).Result(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no node in %s 10s after Start", key)
+		}
+	}
+	client := app.redis.client
+	if err := app.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if app.fleet != nil || fleets.lookup(fleetKey{client, s.prefix}) != nil {
+		t.Error("fleet still running after Cleanup")
+	}
+	other := redis.NewClient(&redis.Options{Addr: srv.Addr}) // the app's is closed
+	defer other.Close()
+	if n, err := other.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Errorf("%s after Cleanup: exists %d (%v), want gone", key, n, err)
+	}
+}
+
+// TestFallbackShareServe: with three nodes counted and Redis killed, a
+// rule of 30 an hour with on_store_error local admits 10 of 30 requests
+// of one key on this node (its third), the rest 429.
+func TestFallbackShareServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t)
+	r := hourly("share", 30)
+	r.Store = storeRedis
+	h := redisHandler(t, srv, r)
+	app := h.app
+	app.fleetKey = fleetKey{app.redis.client, app.redisSet.prefix}
+	l := fleets.join(app.fleetKey, nil)
+	t.Cleanup(func() { fleets.leave(l) })
+	ctx := context.Background()
+	for range 2 {
+		f, err := redisstore.NewFleet(app.redis.client, redisstore.FleetConfig{KeyPrefix: app.redisSet.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := l.fleet.Beat(ctx); err != nil || n != 3 {
+		t.Fatalf("beat: %d nodes (%v), want 3", n, err)
+	}
+	srv.Kill()
+	tally := map[int]int{}
+	for range 30 {
+		tally[status(t, chain(h), newRequest("192.0.2.9"))]++
+	}
+	if tally[200] != 10 || tally[429] != 20 {
+		t.Errorf("30 requests with Redis down and 3 nodes: %v, want 10×200 and 20×429", tally)
+	}
+}

@@ -18,15 +18,25 @@ const (
 	exactRounds   = 3
 )
 
-// exactRow is, per round, how many requests a binary admitted.
+// exactRow is, per round, how many requests a binary admitted: in one
+// process, or (Processes > 0) in a fleet sharing the limit (exact_fleet.go).
 type exactRow struct {
 	Bin      binary
 	Admitted []int64
 	Other    int64 // responses neither 200 nor 429, and transport errors
+
+	// The fleet rows only.
+	Processes int             `json:",omitempty"` // Caddy processes sharing the limit
+	Sharing   string          `json:",omitempty"` // how they share it (Markdown)
+	Pace      time.Duration   `json:",omitempty"` // the requests were spread over Pace; 0: as fast as they go
+	Denied    []int64         `json:",omitempty"` // 429s, per round
+	Fallbacks []int64         `json:",omitempty"` // edgelimit: requests Redis did not decide, per round
+	Took      []time.Duration `json:",omitempty"` // from the first request to the last response, per round
 }
 
-// runExact runs the exactness check for both limiters. The server is not
-// pinned and keeps every core: concurrent decisions are the point.
+// runExact runs the exactness check for both limiters, in one process and
+// then in fleets (runFleet). The servers are not pinned and keep every
+// core: concurrent decisions are the point.
 func runExact(binDir, dir string) ([]exactRow, error) {
 	var rows []exactRow
 	for _, bin := range []binary{edgelimit, ratelimit} {
@@ -42,7 +52,11 @@ func runExact(binDir, dir string) ([]exactRow, error) {
 		log.Printf("exactness, %s: admitted %v of %d (limit %d), %d other", bin, row.Admitted, exactRequests, exactLimit, row.Other)
 		rows = append(rows, row)
 	}
-	return rows, nil
+	fleet, err := runFleet(binDir, dir)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, fleet...), nil
 }
 
 func exactOnce(binDir, dir string, bin binary) (admitted, other int64, err error) {

@@ -47,6 +47,9 @@ type results struct {
 	Memory   []memoryRow
 	Exact    []exactRow
 	Took     map[string]time.Duration
+	// Ran is when each stage last ran (UTC): stages rerun with -only
+	// are newer than the rest.
+	Ran map[string]string `json:",omitempty"`
 }
 
 var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact"}
@@ -97,7 +100,20 @@ func main() {
 	if res.Took == nil {
 		res.Took = map[string]time.Duration{}
 	}
+	if res.Ran == nil {
+		res.Ran = map[string]string{}
+	}
+	began := time.Now().UTC().Format("2006-01-02 15:04 UTC")
+	for _, s := range stages {
+		if run[s] {
+			res.Ran[s] = began
+		}
+	}
+	date := res.Env.Date // the whole command's last run, kept by -only
 	res.Env = readEnvironment()
+	if *only != "" && date != "" {
+		res.Env.Date = date
+	}
 	res.Env.Quick = *quick
 
 	e2e := e2eConfig{Rounds: 3, Duration: 3 * time.Second, Warm: time.Second}

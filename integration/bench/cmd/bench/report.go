@@ -49,6 +49,9 @@ func report(res *results) string {
 	p("Machine: %s, %d cores, %s. %s; Caddy %s; %s. ", env.CPU, env.Cores, env.Kernel, env.Go, env.Caddy, env.Wrk)
 	p("The peers are dependencies of the benchmark module (`integration/bench/go.mod`) only. ")
 	p("Time taken: %s.\n\n", took(res.Took))
+	if reran := rerunStages(res); reran != "" {
+		p("Stages rerun since with `-only` (the code then, the rest as of the date above): %s.\n\n", reran)
+	}
 
 	microSection(p, res)
 	handlerSection(p, res)
@@ -56,7 +59,7 @@ func report(res *results) string {
 	e2eSection(p, res)
 	storesSection(p, res)
 	memorySection(p, res)
-	exactSection(p, res)
+	exactSections(p, res)
 	return b.String()
 }
 
@@ -205,4 +208,16 @@ func handlerSection(p printer, res *results) {
 		p("\nAdded by the rate limit: %.2f µs/op (target ≤ 1.5 µs).\n", (with-without)/1000)
 	}
 	p("\n")
+}
+
+// rerunStages lists the stages whose last run is not the whole command's
+// (res.Env.Date), with when they ran.
+func rerunStages(res *results) string {
+	var out []string
+	for _, s := range stages {
+		if at, ok := res.Ran[s]; ok && at != res.Env.Date {
+			out = append(out, s+" "+at)
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -20,6 +20,9 @@ type scenario struct {
 	// place of the response: a request denied is one the upstream never
 	// sees.
 	Upstream bool
+	// Conns is wrk's connections; 0: loadConns. One connection measures a
+	// request's latency without queueing.
+	Conns int
 }
 
 // scenarios are the end-to-end rows. denyLimit is the one-key limit that

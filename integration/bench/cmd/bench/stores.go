@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -31,6 +35,9 @@ func storeCases() []storeCase {
 		{Name: "cluster (gossip)", App: map[string]any{"cluster": map[string]any{"bind": gossipAddr}}},
 		{Name: "redis", App: map[string]any{"store": map[string]any{"redis": map[string]any{"addresses": []string{redisAddr}}}},
 			Rule: map[string]any{"store": "redis"}},
+		{Name: "redis, one call a request", App: map[string]any{"store": map[string]any{"redis": map[string]any{
+			"addresses": []string{redisAddr}, "no_coalesce": true, "no_over_limit_cache": true}}},
+			Rule: map[string]any{"store": "redis"}},
 	}
 }
 
@@ -38,10 +45,12 @@ func storeCases() []storeCase {
 type storeRow struct {
 	Store, Shape string
 	Runs         []wrkResult
+	Via          []map[string]int64 `json:",omitempty"` // per round, Redis rules' requests by how decided (caddy_rate_limit_store_requests_total)
 }
 
-// runStores measures edgelimit allowing every request, its state in each
-// store, with one key and with 200,000, cfg.Rounds times in rotated order.
+// runStores measures edgelimit with its state in each store, on one key
+// allowing, one key mostly denying, and 200,000 keys allowing, cfg.Rounds
+// times in rotated order.
 // Redis runs on core 0 with the server (a Redis on the same host), wrk on
 // core 1.
 func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
@@ -51,7 +60,9 @@ func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
 	}
 	defer stop()
 	shapes := []scenario{
+		{Name: "one key, one connection", Limit: 100_000, Window: time.Second, Key: "ip", Conns: 1},
 		{Name: "one key", Limit: 100_000, Window: time.Second, Key: "ip"},
+		{Name: "one key at 1000/s, most denied", Limit: 1000, Window: time.Second, Key: "ip"},
 		{Name: "200,000 keys", Script: "keys.lua", Limit: 100, Window: time.Minute, Key: "header"},
 	}
 	cases := storeCases()
@@ -65,23 +76,29 @@ func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
 		for i, sh := range shapes {
 			for k := range cases {
 				c := (k + round) % len(cases)
-				r, err := measureStore(binDir, dir, sh, cases[c], cfg)
+				r, via, err := measureStore(binDir, dir, sh, cases[c], cfg)
 				if err != nil {
 					return nil, err
 				}
 				row := &rows[i*len(cases)+c]
-				log.Printf("round %d, %s, %s: %.0f req/s, p50 %v, p99 %v, %d denied, %d errors", round+1, sh.Name, cases[c].Name, r.RPS, r.P50, r.P99, r.Denied, r.Errors)
+				log.Printf("round %d, %s, %s: %.0f req/s, p50 %v, p99 %v, %d denied, %d errors, redis %v", round+1, sh.Name, cases[c].Name, r.RPS, r.P50, r.P99, r.Denied, r.Errors, via)
 				row.Runs = append(row.Runs, r)
+				if via != nil {
+					row.Via = append(row.Via, via)
+				}
 			}
 		}
 	}
 	return rows, nil
 }
 
-func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig) (wrkResult, error) {
+// measureStore loads edgelimit with sc's store for cfg.Duration after a
+// warm-up; for a Redis rule, it also reads how the measured requests were
+// decided (a call each, coalesced, or the over-limit cache).
+func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig) (wrkResult, map[string]int64, error) {
 	work, err := os.MkdirTemp(dir, "store-")
 	if err != nil {
-		return wrkResult{}, err
+		return wrkResult{}, nil, err
 	}
 	defer os.RemoveAll(work)
 	h := handlers(edgelimit, sh)
@@ -91,13 +108,70 @@ func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig) 
 	}
 	s, err := startAt(edgelimit.path(binDir), serverAddr, adminAddr, h, sc.App, 0, work)
 	if err != nil {
-		return wrkResult{}, err
+		return wrkResult{}, nil, err
 	}
 	defer s.stop()
 	if _, err := runWrk(dir, sh.Script, cfg.Warm, 1); err != nil {
-		return wrkResult{}, err
+		return wrkResult{}, nil, err
 	}
-	return runWrk(dir, sh.Script, cfg.Duration, 1)
+	conns := sh.Conns
+	if conns == 0 {
+		conns = loadConns
+	}
+	if sc.Rule["store"] != "redis" {
+		r, err := runWrkConns(dir, sh.Script, cfg.Duration, 1, conns)
+		return r, nil, err
+	}
+	before, err := storeVia(adminAddr)
+	if err != nil {
+		return wrkResult{}, nil, err
+	}
+	r, err := runWrkConns(dir, sh.Script, cfg.Duration, 1, conns)
+	if err != nil {
+		return r, nil, err
+	}
+	after, err := storeVia(adminAddr)
+	for k := range after {
+		after[k] -= before[k]
+	}
+	return r, after, err
+}
+
+// storeVia reads caddy_rate_limit_store_requests_total from an admin
+// endpoint's metrics: requests of Redis rules by how they were decided.
+func storeVia(admin string) (map[string]int64, error) {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	via := map[string]int64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if k, v, ok := viaLine(sc.Text()); ok {
+			via[k] += v
+		}
+	}
+	if len(via) == 0 {
+		return nil, fmt.Errorf("%s/metrics: no caddy_rate_limit_store_requests_total", admin)
+	}
+	return via, sc.Err()
+}
+
+// viaLine parses one line of caddy_rate_limit_store_requests_total.
+func viaLine(line string) (via string, n int64, ok bool) {
+	const name = "caddy_rate_limit_store_requests_total{"
+	if !strings.HasPrefix(line, name) {
+		return "", 0, false
+	}
+	_, rest, _ := strings.Cut(line, `via="`)
+	via, rest, found := strings.Cut(rest, `"`)
+	_, val, _ := strings.Cut(rest, "} ")
+	f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+	if !found || err != nil {
+		return "", 0, false
+	}
+	return via, int64(f), true
 }
 
 // startRedis runs Debian's redis-server (installed when missing) on core 0,
@@ -135,14 +209,16 @@ func storesSection(p printer, res *results) {
 		return
 	}
 	p("### Where the state lives: local, gossip, Redis\n\n")
-	p("edgelimit alone, every request allowed (one key at 100,000/s, or 200,000 keys at 100/min), its rule's state in the process (`local`), ")
+	p("edgelimit alone, with one key at 100,000/s (every request allowed: over one connection, where the latency is a request's own with no queueing, then over %d), one key at 1000/s (most denied), or 200,000 keys at 100/min (every request allowed), its rule's state in the process (`local`), ", loadConns)
 	p("in a one-node gossip cluster (`cluster { bind … }`: the share lookup and tracking on every request, no peer), or in Redis (`store redis`: one round trip to a `redis-server` on the same host, pinned to core 0 with the server). ")
 	n := 0
 	for _, row := range res.Stores {
 		n = max(n, len(row.Runs))
 	}
 	p("Same harness as above, %d rounds; ×local is taken within a round.\n\n", n)
-	p("| traffic | store | req/s | ×local | p50 / p99 ms |\n|---|---|---|---|---|\n")
+	p("`redis` is the default (coalescing and the over-limit cache on); `redis, one call a request` turns both off (`no_coalesce`, `no_over_limit_cache`). ")
+	p("Redis calls per 100 requests are from `caddy_rate_limit_store_requests_total` over the measured run (the rest were coalesced into another request's call, or denied by the over-limit cache).\n\n")
+	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls per 100 requests |\n|---|---|---|---|---|---|\n")
 	local := map[string][]float64{}
 	for _, row := range res.Stores {
 		if row.Store == "local" {
@@ -151,7 +227,22 @@ func storesSection(p printer, res *results) {
 	}
 	for _, row := range res.Stores {
 		p50, p99 := latencies(row.Runs)
-		p("| %s | %s | %s | %s | %s / %s |\n", row.Shape, row.Store, figure(rpsOf(row.Runs)), ratio(ratios(rpsOf(row.Runs), local[row.Shape])), num(median(p50)), num(median(p99)))
+		p("| %s | %s | %s | %s | %s / %s | %s |\n", row.Shape, row.Store, figure(rpsOf(row.Runs)), ratio(ratios(rpsOf(row.Runs), local[row.Shape])), num(median(p50)), num(median(p99)), callsPer100(row.Via))
 	}
 	p("\n")
+}
+
+// callsPer100 is the median, over rounds, of Redis calls per 100 requests
+// of a Redis rule; "—" for other stores.
+func callsPer100(via []map[string]int64) string {
+	var per []float64
+	for _, v := range via {
+		if all := v["call"] + v["coalesced"] + v["over_limit_cache"]; all > 0 {
+			per = append(per, 100*float64(v["call"])/float64(all))
+		}
+	}
+	if len(per) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", median(per))
 }

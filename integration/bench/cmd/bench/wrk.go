@@ -60,9 +60,14 @@ func writeScripts(dir string) error {
 }
 
 // runWrk loads serverURL for d with script (a name in scripts, or "" for
-// plain GETs), pinned to core cpu.
+// plain GETs), pinned to core cpu, over loadConns connections.
 func runWrk(dir, script string, d time.Duration, cpu int) (wrkResult, error) {
-	args := []string{"-c", strconv.Itoa(cpu), "wrk", "-t1", "-c" + strconv.Itoa(loadConns),
+	return runWrkConns(dir, script, d, cpu, loadConns)
+}
+
+// runWrkConns is runWrk over conns connections.
+func runWrkConns(dir, script string, d time.Duration, cpu, conns int) (wrkResult, error) {
+	args := []string{"-c", strconv.Itoa(cpu), "wrk", "-t1", "-c" + strconv.Itoa(conns),
 		"-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
 	if script != "" {
 		args = append(args, "-s", filepath.Join(dir, script))

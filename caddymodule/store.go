@@ -76,7 +76,7 @@ type RedisConfig struct {
 	Cluster bool `json:"cluster,omitempty"`
 
 	// SentinelMaster is the master's name when Addresses are Sentinels.
-	// Default: none.
+	// Placeholders are replaced. Default: none.
 	SentinelMaster string `json:"sentinel_master,omitempty"`
 
 	// SentinelUsername is the ACL user on the Sentinels (Redis 6.2+),
@@ -169,7 +169,7 @@ func (c *RedisConfig) settings() (redisSettings, error) {
 	s := redisSettings{
 		coalesce: !c.NoCoalesce, overLimit: !c.NoOverLimitCache,
 		username: repl.ReplaceKnown(c.Username, ""), password: repl.ReplaceKnown(c.Password, ""),
-		db: c.DB, tls: c.TLS, cluster: c.Cluster, master: c.SentinelMaster,
+		db: c.DB, tls: c.TLS, cluster: c.Cluster, master: repl.ReplaceKnown(c.SentinelMaster, ""),
 		sentinelUsername: repl.ReplaceKnown(c.SentinelUsername, ""), sentinelPassword: repl.ReplaceKnown(c.SentinelPassword, ""),
 		timeout: time.Duration(c.Timeout), probe: time.Duration(c.ProbeInterval), prefix: c.KeyPrefix,
 	}
@@ -457,7 +457,7 @@ var storeErrors [len(storeErrorReasons)]atomic.Uint64
 
 // storeErrorReason sorts a Store error: timeout (the call's deadline
 // passed), unavailable (refused, reset, breaker open, Redis loading or
-// read-only) or script (Redis answered with an error: a bug, or a key of
+// read-only, credentials refused) or script (Redis answered with an error: a bug, or a key of
 // another type under the prefix).
 func storeErrorReason(err error) int {
 	var ne net.Error

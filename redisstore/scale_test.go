@@ -40,18 +40,7 @@ func TestScaledMatchesLimiter(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if got.Allowed != want.Allowed || got.Len != want.Len {
-						t.Fatalf("Test %d (cost %d, scale %v): allowed %v, want %v", i, cost, scale, got.Allowed, want.Allowed)
-					}
-					if !near(got.RetryAfter, want.RetryAfter) || !near(got.Delay, want.Delay) {
-						t.Fatalf("Test %d (cost %d, scale %v): retry after %s delay %s, want %s %s", i, cost, scale, got.RetryAfter, got.Delay, want.RetryAfter, want.Delay)
-					}
-					for j := range got.Len {
-						g, w := got.Quotas[j], want.Quotas[j]
-						if g.Remaining != w.Remaining || g.Limit != w.Limit || !near(g.Reset, w.Reset) {
-							t.Fatalf("Test %d (cost %d, scale %v): limit %d: %+v, want %+v", i, cost, scale, j, g, w)
-						}
-					}
+					sameDecision(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), got, want)
 				}
 			})
 		}

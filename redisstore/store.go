@@ -280,8 +280,10 @@ func (s *Store) done(err error) error {
 }
 
 // unavailable is true for errors that mean Redis could not run the script:
-// the network, a timeout, or a server that is loading, read-only, busy or
-// without a working cluster. A caller's cancellation is not Redis's fault.
+// the network, a timeout, a server that is loading, read-only, busy or
+// without a working cluster, or one (or a Sentinel) that refuses our
+// credentials: every call would fail alike, so the breaker holds them off.
+// A caller's cancellation is not Redis's fault.
 func unavailable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
@@ -290,7 +292,7 @@ func unavailable(err error) bool {
 	if !errors.As(err, &rerr) {
 		return true // network, timeout, closed pool
 	}
-	for _, p := range []string{"LOADING", "READONLY", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "NOREPLICAS", "MOVED", "ASK"} {
+	for _, p := range []string{"LOADING", "READONLY", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "NOREPLICAS", "MOVED", "ASK", "NOAUTH", "WRONGPASS", "NOPERM"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}

@@ -86,20 +86,28 @@ func TestMatchesLimiter(t *testing.T) {
 				for i, cost := range []int64{1, 2, 1, 3, 1, 1, 2, 1, 1, 0, 8, 1} {
 					want := l.AllowAt("k", time.Now(), cost)
 					got := allow(t, s, "k", cost)
-					if got.Allowed != want.Allowed || got.Len != want.Len {
-						t.Fatalf("Test %d (cost %d): allowed %v, want %v", i, cost, got.Allowed, want.Allowed)
-					}
-					if !near(got.RetryAfter, want.RetryAfter) || !near(got.Delay, want.Delay) {
-						t.Fatalf("Test %d (cost %d): retry after %s delay %s, want %s %s", i, cost, got.RetryAfter, got.Delay, want.RetryAfter, want.Delay)
-					}
-					for j := range got.Len {
-						g, w := got.Quotas[j], want.Quotas[j]
-						if g.Remaining != w.Remaining || g.Limit != w.Limit || !near(g.Reset, w.Reset) {
-							t.Fatalf("Test %d (cost %d): limit %d: %+v, want %+v", i, cost, j, g, w)
-						}
-					}
+					sameDecision(t, fmt.Sprintf("Test %d (cost %d)", i, cost), got, want)
 				}
 			})
+		}
+	}
+}
+
+// sameDecision fails the test unless Redis's decision got is the
+// limiter's want: the same admission, limits and remaining units, and
+// waits within a second.
+func sameDecision(t *testing.T, what string, got, want limiter.Decision) {
+	t.Helper()
+	if got.Allowed != want.Allowed || got.Len != want.Len {
+		t.Fatalf("%s: allowed %v, want %v", what, got.Allowed, want.Allowed)
+	}
+	if !near(got.RetryAfter, want.RetryAfter) || !near(got.Delay, want.Delay) {
+		t.Fatalf("%s: retry after %s delay %s, want %s %s", what, got.RetryAfter, got.Delay, want.RetryAfter, want.Delay)
+	}
+	for j := range got.Len {
+		g, w := got.Quotas[j], want.Quotas[j]
+		if g.Remaining != w.Remaining || g.Limit != w.Limit || !near(g.Reset, w.Reset) {
+			t.Fatalf("%s: limit %d: %+v, want %+v", what, j, g, w)
 		}
 	}
 }

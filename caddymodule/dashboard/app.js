@@ -236,7 +236,12 @@ function facts(r) {
   }
   if (c.tiers) rows.push(["tiers", Object.keys(c.tiers).sort().join(", ")]);
   if (c.shadow) rows.push(["shadow", "on: never rejects"]);
-  rows.push(["keys", `${num(r.keys)} of ${num(r.max_keys)}`]);
+  if (c.store === "redis") {
+    rows.push(["store", `redis: one limit for every node; ${c.on_store_error || "local"} when it cannot decide`]);
+    rows.push(["keys", `in Redis; ${num(r.keys)} in this node's fallback`]);
+  } else {
+    rows.push(["keys", `${num(r.keys)} of ${num(r.max_keys)}`]);
+  }
   if (r.evictions) rows.push(["evictions", num(r.evictions)]);
   rows.push(["allowed", num(r.requests.allowed)], ["denied", num(r.requests.denied)]);
   if (r.requests.shadow_denied || c.shadow) rows.push(["shadow denied", num(r.requests.shadow_denied)]);
@@ -305,6 +310,9 @@ function renderRule(now) {
     return;
   }
   $("rule-facts").replaceChildren(...facts(r));
+  $("top-scope").textContent = (r.config || {}).store === "redis"
+    ? "As this node saw them; a key's state below is read from Redis."
+    : "";
   chart($("rule-chart"), $("rule-legend"), r.name, now);
   for (const by of ["requests", "denied"]) {
     const view = state.top && state.top[by];

@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"context"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +170,14 @@ func TestFallbackShareServe(t *testing.T) {
 	}
 	if tally[200] != 10 || tally[429] != 20 {
 		t.Errorf("30 requests with Redis down and 3 nodes: %v, want 10×200 and 20×429", tally)
+	}
+	// the headers show the fleet's limit, and what is left of it here
+	w := httptest.NewRecorder()
+	_ = chain(h).ServeHTTP(w, newRequest("192.0.2.10"))
+	if got, want := w.Header().Get("RateLimit-Policy"), `"share";q=30;w=3600`; got != want {
+		t.Errorf("fallback policy %q, want %q", got, want)
+	}
+	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"share";r=9;`) {
+		t.Errorf("fallback RateLimit %q, want 9 remaining of this node's 10", got)
 	}
 }

@@ -65,7 +65,7 @@ func init() {
 //	            sentinel_username <user>           # ACL user on the Sentinels (6.2+); with sentinel_master
 //	            sentinel_password <password>       # the Sentinels' password, {env.SENTINEL_PASSWORD}; with sentinel_master
 //	            probe_interval    <duration>       # default 1s
-//	            coalesce          on|off           # default on: concurrent requests of a key share a call
+//	            coalesce          on|off           # default off: concurrent requests of a key share a call
 //	            over_limit_cache  on|off           # default on: a key Redis denied is denied locally until its Retry-After
 //	        }
 //	    }
@@ -428,7 +428,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 			on := true
 			if err = onOffArg(d, "store redis "+sub, &on, true); err == nil {
 				if sub == "coalesce" {
-					cfg.NoCoalesce = !on
+					cfg.Coalesce = on
 				} else {
 					cfg.NoOverLimitCache = !on
 				}

@@ -96,20 +96,24 @@ type RedisConfig struct {
 	// Default: 1s.
 	ProbeInterval caddy.Duration `json:"probe_interval,omitempty"`
 
-	// NoCoalesce turns coalescing off: by default, the requests of one
-	// key (same cost and scale) that arrive while a call for that key is
-	// in flight are decided together in the next call, one after the
-	// other in one script run, as exactly as separate calls. A key with
-	// one request at a time never waits for it. Default: false
-	// (coalescing on).
-	NoCoalesce bool `json:"no_coalesce,omitempty"`
+	// Coalesce turns coalescing on: the requests of one key (same cost and
+	// scale) that arrive while a call for that key is in flight are
+	// decided together in the next call, one after the other in one script
+	// run, as exactly as separate calls. It saves Redis (and this node)
+	// the work of a call per request of a hot key, at the price of up to
+	// one call's wait for those requests; a request whose deadline leaves
+	// less than the call in flight and two more calls (by the recent
+	// calls' duration) calls on its own instead. A key with one request at
+	// a time never waits. Default: false (off).
+	Coalesce bool `json:"coalesce,omitempty"`
 
 	// NoOverLimitCache turns the over-limit cache off: by default, a key
 	// Redis denied is denied by this node without a call until the
-	// denial's Retry-After has passed (for requests of at least the cost
-	// denied, at the same scale), in a cache of up to 65,536 keys per
-	// rule. Units given back meanwhile by another node (a refund, an
-	// admin reset) are seen only after that. Default: false (cache on).
+	// denial's Retry-After has passed, for a second at most (for requests
+	// of at least the cost denied, at the same scale), in a cache of up to
+	// 65,536 keys per rule. Units given back meanwhile by another node (a
+	// refund, an admin reset) are seen only after that. Default: false
+	// (cache on).
 	NoOverLimitCache bool `json:"no_over_limit_cache,omitempty"`
 }
 
@@ -167,7 +171,7 @@ type redisSettings struct {
 func (c *RedisConfig) settings() (redisSettings, error) {
 	repl := caddy.NewReplacer()
 	s := redisSettings{
-		coalesce: !c.NoCoalesce, overLimit: !c.NoOverLimitCache,
+		coalesce: c.Coalesce, overLimit: !c.NoOverLimitCache,
 		username: repl.ReplaceKnown(c.Username, ""), password: repl.ReplaceKnown(c.Password, ""),
 		db: c.DB, tls: c.TLS, cluster: c.Cluster, master: repl.ReplaceKnown(c.SentinelMaster, ""),
 		sentinelUsername: repl.ReplaceKnown(c.SentinelUsername, ""), sentinelPassword: repl.ReplaceKnown(c.SentinelPassword, ""),

@@ -55,11 +55,11 @@ func TestParseStoreOption(t *testing.T) {
 		},
 		{
 			input: "rate_limit {\n store redis {\n  address a:1\n  coalesce off\n  over_limit_cache off\n }\n}",
-			want:  `{"store":{"redis":{"addresses":["a:1"],"no_coalesce":true,"no_over_limit_cache":true}}}`,
+			want:  `{"store":{"redis":{"addresses":["a:1"],"no_over_limit_cache":true}}}`,
 		},
 		{
-			input: "rate_limit {\n store redis {\n  address a:1\n  coalesce on\n  over_limit_cache\n }\n}",
-			want:  `{"store":{"redis":{"addresses":["a:1"]}}}`,
+			input: "rate_limit {\n store redis {\n  address a:1\n  coalesce\n  over_limit_cache on\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["a:1"],"coalesce":true}}}`,
 		},
 		{input: "rate_limit {\n store redis {\n  address a:1\n  coalesce sometimes\n }\n}", wantErr: `store redis coalesce "sometimes": want on or off, at Testfile:4`},
 		{input: "rate_limit {\n store {\n }\n}", wantErr: "store: want redis, as in `store redis { address 10.0.0.9:6379 }`, at Testfile:2"},

@@ -27,7 +27,7 @@ func TestManyInOneCall(t *testing.T) {
 			for range 15 {
 				want = append(want, allow(t, one, "k", 1))
 			}
-			got, err := many.allowN(t.Context(), flightKey{"k", 1, 1}, 15)
+			got, err := many.allowN(t.Context(), flightKey{"k", 1, 1}, 15, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func newFlightLog() *flightLog {
 	return &flightLog{started: make(chan int, 16), release: make(chan error), other: make(chan error)}
 }
 
-func (f *flightLog) call(ctx context.Context, k flightKey, n int) ([]limiter.Decision, error) {
+func (f *flightLog) call(ctx context.Context, k flightKey, n int, _ bool) ([]limiter.Decision, error) {
 	f.started <- n
 	release := f.release
 	if k.cost != 1 {
@@ -175,48 +175,101 @@ func TestCoalescerFlights(t *testing.T) {
 	if len(seen) != 5 || admitted != 2 {
 		t.Fatalf("five requests got %d distinct decisions, %d admitted; want 5 and 2", len(seen), admitted)
 	}
-	for i := range c.shards {
-		if len(c.shards[i].flights) != 0 {
-			t.Fatalf("flights left in shard %d", i)
-		}
+	waitJoined(t, c, k, 0) // the last flight lands just after its requests have their answers
+	sh := c.shardOf(k.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.flights) != 0 {
+		t.Fatalf("%d flights left in the air", len(sh.flights))
 	}
 }
 
-// TestCoalescerErrors: a failed call fails every request it decided; a
-// leader whose deadline passes while waiting fails its flight, and the
-// requests after it gather afresh.
+// TestCoalescerErrors: a request that leaves does not fail the others of
+// its flight; a failed call fails every request it decided; a flight whose
+// earliest deadline passed before the call ahead of it landed is not sent,
+// and its requests get an unavailable error.
 func TestCoalescerErrors(t *testing.T) {
 	c, log := newCoalescer(), newFlightLog()
 	k := flightKey{"k", 1, 1}
-	errs := make(chan error, 8)
-	go func() { _, err := c.allow(context.Background(), k, log.call); errs <- err }()
+	first := make(chan error, 1)
+	go func() { _, err := c.allow(context.Background(), k, log.call); first <- err }()
 	<-log.started
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { _, err := c.allow(ctx, k, log.call); errs <- err }() // leads the next flight
+	gone := make(chan error, 1)
+	go func() { _, err := c.allow(ctx, k, log.call); gone <- err }()
 	waitJoined(t, c, k, 1)
-	go func() { _, err := c.allow(context.Background(), k, log.call); errs <- err }()
+	stays := make(chan error, 1)
+	go func() { _, err := c.allow(context.Background(), k, log.call); stays <- err }()
 	waitJoined(t, c, k, 2)
 	cancel()
-	for range 2 {
-		if err := <-errs; !errors.Is(err, context.Canceled) {
-			t.Fatalf("flight whose leader gave up: %v, want context.Canceled", err)
-		}
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the request whose client left: %v, want context.Canceled", err)
 	}
-	go func() { _, err := c.allow(context.Background(), k, log.call); errs <- err }()
-	waitJoined(t, c, k, 1)
+	log.release <- nil
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-log.started; n != 2 {
+		t.Fatalf("the flight behind decides %d, want 2 (the one that left keeps its slot)", n)
+	}
 	boom := errors.New("boom")
 	log.release <- boom
-	if err := <-errs; err != boom {
-		t.Fatalf("first call: %v, want boom", err)
+	if err := <-stays; err != boom {
+		t.Fatalf("the request that stayed: %v, want the call's error", err)
 	}
+
+	// A flight that cannot make its deadline is not sent.
+	go func() { _, err := c.allow(context.Background(), k, log.call); first <- err }()
 	<-log.started
-	log.release <- boom
-	if err := <-errs; err != boom {
-		t.Fatalf("next flight: %v, want boom", err)
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	late := make(chan error, 2)
+	go func() { _, err := c.allow(short, k, log.call); late <- err }()
+	waitJoined(t, c, k, 1)
+	go func() { _, err := c.allow(context.Background(), k, log.call); late <- err }()
+	waitJoined(t, c, k, 2)
+	if err := <-late; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the short request: %v, want its deadline", err)
+	}
+	log.release <- nil
+	<-first
+	if err := <-late; !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a flight past its deadline: %v, want unavailable, deadline exceeded", err)
+	}
+	select {
+	case n := <-log.started:
+		t.Fatalf("a call of %d was sent past its deadline", n)
+	default:
 	}
 }
 
-// waitJoined waits until n requests gather behind k's flight in the air.
+// TestCoalescerWaitsOnlyIfItFits: a request whose deadline leaves less than
+// the call in the air and two more (by the calls' recent duration) calls
+// at once, beside it.
+func TestCoalescerWaitsOnlyIfItFits(t *testing.T) {
+	c, log := newCoalescer(), newFlightLog()
+	c.rtt.Store(int64(40 * time.Millisecond))
+	k := flightKey{"k", 1, 1}
+	done := make(chan error, 2)
+	go func() { _, err := c.allow(context.Background(), k, log.call); done <- err }()
+	<-log.started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	go func() { _, err := c.allow(ctx, k, log.call); done <- err }()
+	if n := <-log.started; n != 1 {
+		t.Fatalf("a request that cannot wait: a call of %d, want its own", n)
+	}
+	log.release <- nil
+	log.release <- nil
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitJoined waits until n requests gather behind k's flight in the air
+// (n = 0: until no flight of k is in the air).
 func waitJoined(t *testing.T, c *coalescer, k flightKey, n int) {
 	t.Helper()
 	sh := c.shardOf(k.key)
@@ -228,7 +281,7 @@ func waitJoined(t *testing.T, c *coalescer, k flightKey, n int) {
 			got = f.next.n
 		}
 		sh.mu.Unlock()
-		if got == n {
+		if got == n && (n > 0 || f == nil) {
 			return
 		}
 		time.Sleep(time.Millisecond) // polling another goroutine's progress

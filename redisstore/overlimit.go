@@ -13,6 +13,11 @@ import (
 // always ask Redis, so the cache's memory stays bounded by its count.
 const maxCachedKey = 512
 
+// maxCachedFor is the longest a denial is kept, whatever its RetryAfter
+// (a daily quota's can be hours): units given back on another node (a
+// refund, an admin reset) are seen here within it.
+const maxCachedFor = time.Second
+
 // overLimit remembers keys Redis denied, until the denial's RetryAfter
 // (Envoy's over-limit cache): a request of such a key, of at least the
 // cost denied and at the same scale, is denied without a round trip, with
@@ -24,9 +29,10 @@ type overLimit struct {
 }
 
 type deniedShard struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	keys  map[string]denial
-	swept int64 // when a full shard was last swept (Unix ns)
+	swept int64  // when a full shard was last swept (Unix ns)
+	epoch uint64 // counts forgets: a denial from a call begun before one is not kept
 }
 
 // A denial is what Redis answered for a key, and until when it holds.
@@ -54,9 +60,9 @@ func (c *overLimit) shard(key string) *deniedShard {
 // cost at scale.
 func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (limiter.Decision, bool) {
 	sh := c.shard(key)
-	sh.mu.Lock()
+	sh.mu.RLock()
 	e, ok := sh.keys[key]
-	sh.mu.Unlock()
+	sh.mu.RUnlock()
 	if !ok || cost < e.cost || scale != e.scale || !now.Before(e.until) {
 		return limiter.Decision{}, false
 	}
@@ -69,16 +75,30 @@ func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (l
 	return d, true
 }
 
-// put remembers a denial of key for cost at scale, answered at now. A full
+// epochOf is the forget count of key's shard, to give put: read it
+// before the call whose denial put may keep.
+func (c *overLimit) epochOf(key string) uint64 {
+	sh := c.shard(key)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.epoch
+}
+
+// put remembers a denial of key for cost at scale, decided by Redis at
+// about now, until its RetryAfter, for at most maxCachedFor. It keeps nothing if a key of the shard was forgotten since
+// epoch was read (units may have come back after Redis decided). A full
 // shard first forgets its expired denials (at most once a second); if it
 // is still full, the key is not kept.
-func (c *overLimit) put(key string, cost int64, scale float64, now time.Time, d limiter.Decision) {
+func (c *overLimit) put(key string, cost int64, scale float64, now time.Time, epoch uint64, d limiter.Decision) {
 	if d.RetryAfter <= 0 || len(key) > maxCachedKey {
 		return
 	}
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.epoch != epoch {
+		return
+	}
 	if _, ok := sh.keys[key]; !ok && len(sh.keys) >= c.per {
 		if now.UnixNano()-sh.swept < int64(time.Second) {
 			return
@@ -93,7 +113,7 @@ func (c *overLimit) put(key string, cost int64, scale float64, now time.Time, d 
 			return
 		}
 	}
-	sh.keys[key] = denial{cost: cost, scale: scale, at: now, until: now.Add(d.RetryAfter), d: d}
+	sh.keys[key] = denial{cost: cost, scale: scale, at: now, until: now.Add(min(d.RetryAfter, maxCachedFor)), d: d}
 }
 
 // forget drops key's denial: units came back to it.
@@ -101,6 +121,7 @@ func (c *overLimit) forget(key string) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	delete(sh.keys, key)
+	sh.epoch++
 	sh.mu.Unlock()
 }
 
@@ -109,9 +130,9 @@ func (c *overLimit) len() int {
 	n := 0
 	for i := range c.shards {
 		sh := &c.shards[i]
-		sh.mu.Lock()
+		sh.mu.RLock()
 		n += len(sh.keys)
-		sh.mu.Unlock()
+		sh.mu.RUnlock()
 	}
 	return n
 }

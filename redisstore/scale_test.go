@@ -16,8 +16,8 @@ import (
 func TestScaledMatchesLimiter(t *testing.T) {
 	_, c := start(t)
 	two := []limiter.Limit{{Count: 9, Window: time.Hour}, {Count: 14, Window: 24 * time.Hour}}
-	scales := []float64{0.5, 0.5, 1, 0.25, 2, 0.5, 0.5, 1.5, 0.34, 1, 1, 0.5}
-	costs := []int64{1, 2, 1, 1, 3, 1, 1, 2, 1, 1, 8, 1}
+	scales := []float64{0.5, 0.5, 1, 0.25, 2, 0.5, 0.5, 1.5, 0.34, 1, 1, 0.5, 0.1, 0.5}
+	costs := []int64{1, 2, 1, 1, 3, 1, 1, 2, 1, 1, 8, 1, 1, 0}
 	for _, algo := range algorithms {
 		for _, burst := range []int64{0, 4} {
 			t.Run(fmt.Sprintf("%s/burst=%d", algo, burst), func(t *testing.T) {

@@ -108,10 +108,12 @@ local function tat_after(x, n)
   return now + q, r, wait
 end
 -- gcra admits cost units if the TAT after them is at most cap units
--- (cap×w n-ths of a µs) ahead of now.
+-- (cap×w n-ths of a µs) ahead of now. Scaled, a TAT further ahead is read
+-- as a full bucket (see at_most_full).
 local function gcra(t, f, n, w, cap, c)
   local tau = cap * w
   local x = backlog(t, f, n)
+  if scaled and x > tau then x = tau end
   local rem = idiv(max(tau - x, 0), w)
   if c > cap then
     return {ok = false, rem = rem, reset = cdiv(x, n), retry = w, never = true}

@@ -107,11 +107,15 @@ func (s *Store) AllowScaled(ctx context.Context, key string, cost int64, scale f
 	if !(scale > 0) {
 		return s.blocked(), nil
 	}
+	var start time.Time
+	var epoch uint64
 	if s.denied != nil && cost > 0 {
-		if d, ok := s.denied.get(key, cost, scale, s.now()); ok {
+		start = s.now()
+		if d, ok := s.denied.get(key, cost, scale, start); ok {
 			s.stats.OverLimitCached.Add(1)
 			return d, nil
 		}
+		epoch = s.denied.epochOf(key)
 	}
 	var d limiter.Decision
 	var err error
@@ -119,32 +123,36 @@ func (s *Store) AllowScaled(ctx context.Context, key string, cost int64, scale f
 		d, err = s.flights.allow(ctx, flightKey{key, cost, scale}, s.allowN)
 	} else {
 		var ds []limiter.Decision
-		ds, err = s.allowN(ctx, flightKey{key, cost, scale}, 1)
+		ds, err = s.allowN(ctx, flightKey{key, cost, scale}, 1, false)
 		if err == nil {
 			d = ds[0]
 		}
 	}
 	if err == nil && !d.Allowed && s.denied != nil && cost > 0 {
-		s.denied.put(key, cost, scale, s.now(), d)
+		// Redis decided somewhere in the call: its middle is the best
+		// guess of when the denial's RetryAfter began
+		decided := start.Add(s.now().Sub(start) / 2)
+		s.denied.put(key, cost, scale, decided, epoch, d)
 	}
 	return d, err
 }
 
 // allowN decides n requests of k in one call: the decisions up to and
-// including the first denial.
-func (s *Store) allowN(ctx context.Context, k flightKey, n int) ([]limiter.Decision, error) {
+// including the first denial. A gathered call (see callN) that times out
+// is not held against Redis by the breaker.
+func (s *Store) allowN(ctx context.Context, k flightKey, n int, gathered bool) ([]limiter.Decision, error) {
 	s.stats.Calls.Add(1)
 	if n > 1 {
 		s.stats.Coalesced.Add(uint64(n - 1))
 	}
-	return s.decide(ctx, k.key, "a", k.cost, n, k.scale)
+	return s.decide(ctx, k.key, "a", k.cost, n, k.scale, gathered)
 }
 
 // Peek is Allow without taking anything: what Allow would decide now. It
 // writes nothing (a sliding log's expired events stay until an admission),
 // and neither reads nor fills the over-limit cache.
 func (s *Store) Peek(ctx context.Context, key string, cost int64) (limiter.Decision, error) {
-	ds, err := s.decide(ctx, key, "p", cost, 1, 1)
+	ds, err := s.decide(ctx, key, "p", cost, 1, 1, false)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
@@ -156,6 +164,7 @@ func (s *Store) Peek(ctx context.Context, key string, cost int64) (limiter.Decis
 // processes keep theirs until their denial's RetryAfter).
 func (s *Store) Reset(ctx context.Context, key string) error {
 	if s.denied != nil {
+		defer s.denied.forget(key) // after the call too: a denial decided before it landed is not kept
 		s.denied.forget(key)
 	}
 	if s.breaker != nil && !s.breaker.Allow() {
@@ -176,8 +185,8 @@ func (s *Store) blocked() limiter.Decision {
 
 // decide runs the script for op "a" or "p" on n requests and reads its
 // reply: at least one decision, at most n.
-func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, scale float64) ([]limiter.Decision, error) {
-	res, err := s.run(ctx, key, op, cost, n, scale)
+func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool) ([]limiter.Decision, error) {
+	res, err := s.run(ctx, key, op, cost, n, scale, gathered)
 	if err != nil {
 		return nil, err
 	}
@@ -229,15 +238,16 @@ func (s *Store) RefundScaled(ctx context.Context, key string, cost int64, scale 
 		return nil
 	}
 	if s.denied != nil {
+		defer s.denied.forget(key)
 		s.denied.forget(key)
 	}
-	_, err := s.run(ctx, key, "r", cost, 1, scale)
+	_, err := s.run(ctx, key, "r", cost, 1, scale, false)
 	return err
 }
 
 // run calls the script through the breaker: EVALSHA, or EVAL when Redis
 // answers NOSCRIPT (after a restart or SCRIPT FLUSH).
-func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scale float64) (any, error) {
+func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool) (any, error) {
 	if s.breaker != nil && !s.breaker.Allow() {
 		return nil, fmt.Errorf("redisstore: %w (breaker open)", ErrUnavailable)
 	}
@@ -249,6 +259,9 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), max(n, 1), scaled)
 	args = append(args, rest...)
 	res, err := s.script.Run(ctx, s.client, s.RedisKeys(key), args...).Result()
+	if gathered && errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("redisstore: %w: a coalesced call: %w", ErrUnavailable, err)
+	}
 	if err := s.done(err); err != nil {
 		return nil, err
 	}

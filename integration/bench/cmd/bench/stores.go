@@ -35,8 +35,11 @@ func storeCases() []storeCase {
 		{Name: "cluster (gossip)", App: map[string]any{"cluster": map[string]any{"bind": gossipAddr}}},
 		{Name: "redis", App: map[string]any{"store": map[string]any{"redis": map[string]any{"addresses": []string{redisAddr}}}},
 			Rule: map[string]any{"store": "redis"}},
+		{Name: "redis, coalesce on", App: map[string]any{"store": map[string]any{"redis": map[string]any{
+			"addresses": []string{redisAddr}, "coalesce": true}}},
+			Rule: map[string]any{"store": "redis"}},
 		{Name: "redis, one call a request", App: map[string]any{"store": map[string]any{"redis": map[string]any{
-			"addresses": []string{redisAddr}, "no_coalesce": true, "no_over_limit_cache": true}}},
+			"addresses": []string{redisAddr}, "no_over_limit_cache": true}}},
 			Rule: map[string]any{"store": "redis"}},
 	}
 }
@@ -216,7 +219,7 @@ func storesSection(p printer, res *results) {
 		n = max(n, len(row.Runs))
 	}
 	p("Same harness as above, %d rounds; ×local is taken within a round.\n\n", n)
-	p("`redis` is the default (coalescing and the over-limit cache on); `redis, one call a request` turns both off (`no_coalesce`, `no_over_limit_cache`). ")
+	p("`redis` is the default (the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, one call a request` turns the cache off too (`no_over_limit_cache`). ")
 	p("Redis calls per 100 requests are from `caddy_rate_limit_store_requests_total` over the measured run (the rest were coalesced into another request's call, or denied by the over-limit cache).\n\n")
 	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls per 100 requests |\n|---|---|---|---|---|---|\n")
 	local := map[string][]float64{}

@@ -66,6 +66,7 @@ func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
 		{Name: "one key, one connection", Limit: 100_000, Window: time.Second, Key: "ip", Conns: 1},
 		{Name: "one key", Limit: 100_000, Window: time.Second, Key: "ip"},
 		{Name: "one key at 1000/s, most denied", Limit: 1000, Window: time.Second, Key: "ip"},
+		{Name: "one key at 100/min, flooded", Limit: 100, Window: time.Minute, Key: "ip"},
 		{Name: "200,000 keys", Script: "keys.lua", Limit: 100, Window: time.Minute, Key: "header"},
 	}
 	cases := storeCases()
@@ -212,7 +213,7 @@ func storesSection(p printer, res *results) {
 		return
 	}
 	p("### Where the state lives: local, gossip, Redis\n\n")
-	p("edgelimit alone, with one key at 100,000/s (every request allowed: over one connection, where the latency is a request's own with no queueing, then over %d), one key at 1000/s (most denied), or 200,000 keys at 100/min (every request allowed), its rule's state in the process (`local`), ", loadConns)
+	p("edgelimit alone, with one key at 100,000/s (every request allowed: over one connection, where the latency is a request's own with no queueing, then over %d), one key at 1000/s (most denied, each denial's wait about a millisecond), one key at 100/min (flooded: nearly all denied, with waits of seconds), or 200,000 keys at 100/min (every request allowed), its rule's state in the process (`local`), ", loadConns)
 	p("in a one-node gossip cluster (`cluster { bind … }`: the share lookup and tracking on every request, no peer), or in Redis (`store redis`: one round trip to a `redis-server` on the same host, pinned to core 0 with the server). ")
 	n := 0
 	for _, row := range res.Stores {

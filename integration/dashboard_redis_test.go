@@ -12,16 +12,7 @@ import (
 // dashboardRedisCaddyfile is dashboardCaddyfile's admin set-up with one
 // rule, api, kept in Redis.
 const dashboardRedisCaddyfile = `{
-	admin {{.Admin}} {
-		origins {{.Admin}} ""
-		enforce_origin
-	}
-	auto_https off
-	persist_config off
-	storage file_system {{.Storage}}
-	servers {
-		trusted_proxies static 127.0.0.1/8
-	}
+` + dashboardAdmin + `
 	rate_limit {
 		store redis {
 			address {env.EDGELIMIT_REDIS}

@@ -346,7 +346,16 @@ const dashboardSite = `
 // navigation typed in the address bar; with enforce_origin, the strictest
 // setting.
 const dashboardCaddyfile = `{
-	admin {{.Admin}} {
+` + dashboardAdmin + `
+	rate_limit {
+		geo_header CF-IPCountry
+	}
+}
+` + dashboardSite
+
+// dashboardAdmin is the global options of dashboardCaddyfile but its
+// rate_limit block.
+const dashboardAdmin = `	admin {{.Admin}} {
 		origins {{.Admin}} ""
 		enforce_origin
 	}
@@ -355,12 +364,7 @@ const dashboardCaddyfile = `{
 	storage file_system {{.Storage}}
 	servers {
 		trusted_proxies static 127.0.0.1/8
-	}
-	rate_limit {
-		geo_header CF-IPCountry
-	}
-}
-` + dashboardSite
+	}`
 
 // dashboardDefaultCaddyfile is dashboardSite under Caddy's default admin
 // settings.

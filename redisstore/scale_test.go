@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -14,37 +13,9 @@ import (
 // (a country's multiplier, a tier), burst or not: the same admissions,
 // limits, remaining units and waits.
 func TestScaledMatchesLimiter(t *testing.T) {
-	_, c := start(t)
-	two := []limiter.Limit{{Count: 9, Window: time.Hour}, {Count: 14, Window: 24 * time.Hour}}
 	scales := []float64{0.5, 0.5, 1, 0.25, 2, 0.5, 0.5, 1.5, 0.34, 1, 1, 0.5, 0.1, 0.5}
 	costs := []int64{1, 2, 1, 1, 3, 1, 1, 2, 1, 1, 8, 1, 1, 0}
-	for _, algo := range algorithms {
-		for _, burst := range []int64{0, 4} {
-			t.Run(fmt.Sprintf("%s/burst=%d", algo, burst), func(t *testing.T) {
-				cfg := config(algo, two...)
-				if algo == limiter.LeakyBucket {
-					cfg = config(algo, two[0])
-				}
-				if burst > 0 {
-					cfg.Burst = burst
-				}
-				s := newStore(t, c, cfg)
-				l, err := limiter.New(limiter.Config{Algorithm: algo, Limits: cfg.Limits, Burst: cfg.Burst, MaxDelay: cfg.MaxDelay})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i, cost := range costs {
-					scale := scales[i]
-					want := l.AllowScaledAt("k", time.Now(), cost, scale)
-					got, err := s.AllowScaled(t.Context(), "k", cost, scale)
-					if err != nil {
-						t.Fatal(err)
-					}
-					sameDecision(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), got, want)
-				}
-			})
-		}
-	}
+	matchLimiter(t, []limiter.Limit{{Count: 9, Window: time.Hour}, {Count: 14, Window: 24 * time.Hour}}, 4, costs, scales)
 }
 
 // TestScaleZero: a scale of 0 (a country multiplied by 0) denies without

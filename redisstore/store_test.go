@@ -66,14 +66,22 @@ func TestLeakyDelay(t *testing.T) {
 // burst (windows long enough that the milliseconds between the two do not
 // matter: Reset and RetryAfter agree within a second).
 func TestMatchesLimiter(t *testing.T) {
+	costs := []int64{1, 2, 1, 3, 1, 1, 2, 1, 1, 0, 8, 1}
+	matchLimiter(t, []limiter.Limit{{Count: 7, Window: time.Hour}, {Count: 12, Window: 24 * time.Hour}}, 3, costs, nil)
+}
+
+// matchLimiter sends the requests of costs (at scales, or 1) to a Store and
+// to an in-process limiter of the same limits, on every algorithm (the
+// leaky bucket with the first limit only), with no burst and with burst,
+// and compares each decision.
+func matchLimiter(t *testing.T, limits []limiter.Limit, burst int64, costs []int64, scales []float64) {
 	_, c := start(t)
-	two := []limiter.Limit{{Count: 7, Window: time.Hour}, {Count: 12, Window: 24 * time.Hour}}
 	for _, algo := range algorithms {
-		for _, burst := range []int64{0, 3} {
+		for _, burst := range []int64{0, burst} {
 			t.Run(fmt.Sprintf("%s/burst=%d", algo, burst), func(t *testing.T) {
-				cfg := config(algo, two...)
+				cfg := config(algo, limits...)
 				if algo == limiter.LeakyBucket {
-					cfg = config(algo, two[0])
+					cfg = config(algo, limits[0])
 				}
 				if burst > 0 {
 					cfg.Burst = burst
@@ -83,10 +91,17 @@ func TestMatchesLimiter(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, cost := range []int64{1, 2, 1, 3, 1, 1, 2, 1, 1, 0, 8, 1} {
-					want := l.AllowAt("k", time.Now(), cost)
-					got := allow(t, s, "k", cost)
-					sameDecision(t, fmt.Sprintf("Test %d (cost %d)", i, cost), got, want)
+				for i, cost := range costs {
+					scale := 1.0
+					if scales != nil {
+						scale = scales[i]
+					}
+					want := l.AllowScaledAt("k", time.Now(), cost, scale)
+					got, err := s.AllowScaled(t.Context(), "k", cost, scale)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sameDecision(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), got, want)
 				}
 			})
 		}

@@ -29,6 +29,10 @@ type taken struct {
 	key   string
 	cost  int64
 	scale float64
+	// shown, if not 0, is the scale of the limits the headers show: the
+	// request's, where a rule with store redis decided locally at this
+	// node's share of it (scale).
+	shown float64
 	// stored is the decision Redis made, for a rule with store redis
 	// that Redis decided: the units are given back there. Nil when the
 	// in-process limiter decided.
@@ -111,6 +115,9 @@ func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time
 				t.ru.lim.RefundAt(t.key, now, t.cost, t.scale)
 			}
 			d := t.ru.lim.PeekScaledAt(t.key, now, 0, t.scale)
+			for i := 0; i < d.Len && t.shown > 0; i++ {
+				d.Quotas[i].Limit = limiter.ScaledCount(t.ru.Limits[i].Count, t.shown)
+			}
 			t.ru.setHeaders(hdr, &d)
 		}
 	}

@@ -77,10 +77,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		var d limiter.Decision
 		var stored *limiter.Decision // the decision, when Redis made it
+		var shown float64            // the scale the headers show, if not scale
 		if ru.store != nil {
 			var from storeOutcome
+			asked := scale
 			d, from, scale = ru.decideStore(r.Context(), key, now, cost, scale)
 			switch {
+			case from == fromLocal:
+				shown = asked // the fleet's limit, decided at this node's share
 			case from == fromStore:
 				kept := d // escapes: only for decisions Redis made
 				stored = &kept
@@ -113,7 +117,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			h.logDenial(ru, r, key, &d, where.code, true)
 			cost = 0
 		}
-		took.add(taken{ru: ru, key: key, cost: cost, scale: scale, stored: stored})
+		took.add(taken{ru: ru, key: key, cost: cost, scale: scale, shown: shown, stored: stored})
 		if !ru.Shadow { // a shadow rule never holds a request either
 			delay = max(delay, d.Delay)
 		}

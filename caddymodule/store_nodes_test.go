@@ -180,4 +180,14 @@ func TestFallbackShareServe(t *testing.T) {
 	if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"share";r=9;`) {
 		t.Errorf("fallback RateLimit %q, want 9 remaining of this node's 10", got)
 	}
+	// and so do they when a later rule denies, and the units come back
+	narrow := testHandler(t, app, hourly("narrow", 1))
+	app.handlers = 2
+	both := chain(h, narrow)
+	_ = both.ServeHTTP(httptest.NewRecorder(), newRequest("192.0.2.11"))
+	w = httptest.NewRecorder()
+	_ = both.ServeHTTP(w, newRequest("192.0.2.11"))
+	if got := w.Header().Get("RateLimit-Policy"); !strings.Contains(got, `"share";q=30;w=3600`) {
+		t.Errorf("after narrow denied: policy %q, want share's q=30", got)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgebyte/edgelimit/limiter"
@@ -41,6 +43,8 @@ type Store struct {
 	denied  *overLimit // nil: no over-limit cache
 	now     func() time.Time
 	stats   *Counters
+	scaled  sync.Map     // scale → its arguments (argsAt)
+	scales  atomic.Int64 // scales tried into scaled
 }
 
 // New returns a Store for cfg on client, or cfg's validation error. It does
@@ -253,7 +257,7 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 	}
 	rest, scaled := s.args, "0"
 	if scale != 1 {
-		rest, scaled = s.cfg.args(scale), "1"
+		rest, scaled = s.argsAt(scale), "1"
 	}
 	args := make([]any, 0, 4+len(rest))
 	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), max(n, 1), scaled)
@@ -266,6 +270,23 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 		return nil, err
 	}
 	return res, nil
+}
+
+// maxScales is how many scales' arguments a Store keeps: tiers and
+// countries give a rule a few; past that, they are made per call.
+const maxScales = 64
+
+// argsAt is the script's arguments at scale (see Config.args), kept for
+// the first maxScales scales.
+func (s *Store) argsAt(scale float64) []any {
+	if a, ok := s.scaled.Load(scale); ok {
+		return a.([]any)
+	}
+	a := s.cfg.args(scale)
+	if s.scales.Add(1) <= maxScales {
+		s.scaled.Store(scale, a)
+	}
+	return a
 }
 
 // done reports a call's outcome to the breaker and wraps its error.

@@ -85,16 +85,8 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// TestViaLine: the store metric's lines are read by their via label; other
-// lines are not.
-func TestViaLine(t *testing.T) {
-	via, n, ok := viaLine(`caddy_rate_limit_store_requests_total{rule="hot",via="coalesced"} 12345`)
-	if !ok || via != "coalesced" || n != 12345 {
-		t.Fatalf("got %q %d %v", via, n, ok)
-	}
-	if _, _, ok := viaLine(`caddy_rate_limit_store_fallbacks_total{rule="hot",mode="local"} 3`); ok {
-		t.Fatal("another metric was read")
-	}
+// TestCallsPer100: the share of a Redis rule's requests that made a call.
+func TestCallsPer100(t *testing.T) {
 	if got := callsPer100([]map[string]int64{{"call": 10, "coalesced": 30, "over_limit_cache": 60}}); got != "10.0" {
 		t.Fatalf("callsPer100 %s, want 10.0", got)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"log"
@@ -232,48 +231,8 @@ func fleetSend(urls []string, conns int, total int64, pace time.Duration, status
 // fallbacks is how many requests of edgelimit's rules with store redis
 // the server at admin has decided without Redis, from its metrics.
 func fallbacks(admin string) (int64, error) {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s/metrics: %s", admin, resp.Status)
-	}
-	var n int64
-	seen := false
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		v, ok, err := fallbackLine(sc.Text())
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			n += v
-			seen = true
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	if !seen {
-		// A count of 0 is exported too: none means no figure.
-		return 0, fmt.Errorf("%s/metrics: no caddy_rate_limit_store_fallbacks_total", admin)
-	}
-	return n, nil
-}
-
-// fallbackLine is the value of a caddy_rate_limit_store_fallbacks_total
-// sample of Prometheus's text format, ok false for any other line.
-func fallbackLine(line string) (v int64, ok bool, err error) {
-	if !strings.HasPrefix(line, "caddy_rate_limit_store_fallbacks_total{") {
-		return 0, false, nil
-	}
-	f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("metrics line %q: %w", line, err)
-	}
-	return int64(f), true, nil
+	sums, err := scrape(admin, "caddy_rate_limit_store_fallbacks_total", "")
+	return sums[""], err
 }
 
 // exactSections is the exactness section: one process (exactSection),

@@ -94,24 +94,26 @@ func TestFleetSend(t *testing.T) {
 	}
 }
 
-func TestFallbackLine(t *testing.T) {
+func TestSample(t *testing.T) {
+	const fb = "caddy_rate_limit_store_fallbacks_total"
 	for _, tc := range []struct {
-		line string
-		v    int64
-		ok   bool
+		line, metric, label, by string
+		v                       int64
+		ok                      bool
 	}{
-		{`caddy_rate_limit_store_fallbacks_total{mode="local",rule="bench"} 17`, 17, true},
-		{`caddy_rate_limit_store_fallbacks_total{mode="fail_open",rule="x"} 2.5e+06`, 2_500_000, true},
-		{`# TYPE caddy_rate_limit_store_fallbacks_total counter`, 0, false},
-		{`caddy_rate_limit_store_errors_total{reason="timeout"} 3`, 0, false},
+		{`caddy_rate_limit_store_fallbacks_total{mode="local",rule="bench"} 17`, fb, "", "", 17, true},
+		{`caddy_rate_limit_store_fallbacks_total{mode="fail_open",rule="x"} 2.5e+06`, fb, "mode", "fail_open", 2_500_000, true},
+		{`caddy_rate_limit_store_requests_total{rule="hot",via="coalesced"} 12345`, "caddy_rate_limit_store_requests_total", "via", "coalesced", 12345, true},
+		{`# TYPE caddy_rate_limit_store_fallbacks_total counter`, fb, "", "", 0, false},
+		{`caddy_rate_limit_store_errors_total{reason="timeout"} 3`, fb, "", "", 0, false},
 	} {
-		v, ok, err := fallbackLine(tc.line)
-		if err != nil || v != tc.v || ok != tc.ok {
-			t.Errorf("fallbackLine(%q) = %d, %v, %v; want %d, %v", tc.line, v, ok, err, tc.v, tc.ok)
+		by, v, ok, err := sample(tc.line, tc.metric, tc.label)
+		if err != nil || by != tc.by || v != tc.v || ok != tc.ok {
+			t.Errorf("sample(%q) = %q, %d, %v, %v; want %q, %d, %v", tc.line, by, v, ok, err, tc.by, tc.v, tc.ok)
 		}
 	}
-	if _, _, err := fallbackLine(`caddy_rate_limit_store_fallbacks_total{mode="local"} x`); err == nil {
-		t.Error("fallbackLine accepted a value that is no number")
+	if _, _, _, err := sample(`caddy_rate_limit_store_fallbacks_total{mode="local"} x`, fb, ""); err == nil {
+		t.Error("sample accepted a value that is no number")
 	}
 }
 

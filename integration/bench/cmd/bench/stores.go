@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"log"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -144,38 +140,7 @@ func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig) 
 // storeVia reads caddy_rate_limit_store_requests_total from an admin
 // endpoint's metrics: requests of Redis rules by how they were decided.
 func storeVia(admin string) (map[string]int64, error) {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	via := map[string]int64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if k, v, ok := viaLine(sc.Text()); ok {
-			via[k] += v
-		}
-	}
-	if len(via) == 0 {
-		return nil, fmt.Errorf("%s/metrics: no caddy_rate_limit_store_requests_total", admin)
-	}
-	return via, sc.Err()
-}
-
-// viaLine parses one line of caddy_rate_limit_store_requests_total.
-func viaLine(line string) (via string, n int64, ok bool) {
-	const name = "caddy_rate_limit_store_requests_total{"
-	if !strings.HasPrefix(line, name) {
-		return "", 0, false
-	}
-	_, rest, _ := strings.Cut(line, `via="`)
-	via, rest, found := strings.Cut(rest, `"`)
-	_, val, _ := strings.Cut(rest, "} ")
-	f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-	if !found || err != nil {
-		return "", 0, false
-	}
-	return via, int64(f), true
+	return scrape(admin, "caddy_rate_limit_store_requests_total", "via")
 }
 
 // startRedis runs Debian's redis-server (installed when missing) on core 0,

@@ -57,36 +57,30 @@ func (c *overLimit) shard(key string) *deniedShard {
 }
 
 // get returns key's denial as of now if it still holds for a request of
-// cost at scale.
-func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (limiter.Decision, bool) {
+// cost at scale; else the forget count of the key's shard, to give put
+// with the denial of the call that follows.
+func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (d limiter.Decision, ok bool, epoch uint64) {
 	sh := c.shard(key)
 	sh.mu.RLock()
-	e, ok := sh.keys[key]
+	e, found := sh.keys[key]
+	epoch = sh.epoch
 	sh.mu.RUnlock()
-	if !ok || cost < e.cost || scale != e.scale || !now.Before(e.until) {
-		return limiter.Decision{}, false
+	if !found || cost < e.cost || scale != e.scale || !now.Before(e.until) {
+		return limiter.Decision{}, false, epoch
 	}
-	d := e.d
+	d = e.d
 	gone := now.Sub(e.at)
 	d.RetryAfter = max(d.RetryAfter-gone, 0)
 	for i := 0; i < d.Len; i++ {
 		d.Quotas[i].Reset = max(d.Quotas[i].Reset-gone, 0)
 	}
-	return d, true
-}
-
-// epochOf is the forget count of key's shard, to give put: read it
-// before the call whose denial put may keep.
-func (c *overLimit) epochOf(key string) uint64 {
-	sh := c.shard(key)
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	return sh.epoch
+	return d, true, epoch
 }
 
 // put remembers a denial of key for cost at scale, decided by Redis at
-// about now, until its RetryAfter, for at most maxCachedFor. It keeps nothing if a key of the shard was forgotten since
-// epoch was read (units may have come back after Redis decided). A full
+// about now, until its RetryAfter, for at most maxCachedFor. It keeps
+// nothing if a key of the shard was forgotten since get gave epoch (units
+// may have come back after Redis decided). A full
 // shard first forgets its expired denials (at most once a second); if it
 // is still full, the key is not kept.
 func (c *overLimit) put(key string, cost int64, scale float64, now time.Time, epoch uint64, d limiter.Decision) {

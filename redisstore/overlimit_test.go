@@ -88,7 +88,7 @@ func TestOverLimitCacheBounded(t *testing.T) {
 	}
 	later := now.Add(2 * time.Minute)
 	c.put("new", 1, 1, later, 0, deny)
-	if _, ok := c.get("new", 1, 1, later); !ok {
+	if _, ok, _ := c.get("new", 1, 1, later); !ok {
 		t.Fatal("a new denial was not kept after the old ones expired")
 	}
 	if n := c.len(); n > 32 {
@@ -96,14 +96,14 @@ func TestOverLimitCacheBounded(t *testing.T) {
 	}
 	long := string(make([]byte, maxCachedKey+1))
 	c.put(long, 1, 1, later, 0, deny)
-	if _, ok := c.get(long, 1, 1, later); ok {
+	if _, ok, _ := c.get(long, 1, 1, later); ok {
 		t.Fatal("a key longer than maxCachedKey was kept")
 	}
 	// a forget between a call's start and its denial: the denial is not kept
-	epoch := c.epochOf("raced")
+	_, _, epoch := c.get("raced", 1, 1, later)
 	c.forget("raced")
 	c.put("raced", 1, 1, later, epoch, deny)
-	if _, ok := c.get("raced", 1, 1, later); ok {
+	if _, ok, _ := c.get("raced", 1, 1, later); ok {
 		t.Fatal("a denial decided before a reset was kept")
 	}
 }

@@ -115,11 +115,12 @@ func (s *Store) AllowScaled(ctx context.Context, key string, cost int64, scale f
 	var epoch uint64
 	if s.denied != nil && cost > 0 {
 		start = s.now()
-		if d, ok := s.denied.get(key, cost, scale, start); ok {
+		var d limiter.Decision
+		var ok bool
+		if d, ok, epoch = s.denied.get(key, cost, scale, start); ok {
 			s.stats.OverLimitCached.Add(1)
 			return d, nil
 		}
-		epoch = s.denied.epochOf(key)
 	}
 	var d limiter.Decision
 	var err error

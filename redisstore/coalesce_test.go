@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,37 +49,13 @@ func TestManyInOneCall(t *testing.T) {
 // 5000 attempts on one key limited to 1000: exactly 1000 pass, on every
 // algorithm, in fewer calls than requests.
 func TestCoalescedExact(t *testing.T) {
-	const workers, attempts, limit = 64, 5000, 1000
 	_, c := start(t)
 	for _, algo := range algorithms {
 		t.Run(string(algo), func(t *testing.T) {
 			cfg := config(algo, limiter.Limit{Count: limit, Window: time.Hour})
 			cfg.Coalesce = true
 			s := newStore(t, c, cfg)
-			var allowed, denied, next atomic.Int64
-			var wg sync.WaitGroup
-			for range workers {
-				wg.Go(func() {
-					for next.Add(1) <= attempts {
-						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						d, err := s.Allow(ctx, "hot", 1)
-						cancel()
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if d.Allowed {
-							allowed.Add(1)
-						} else {
-							denied.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if allowed.Load() != limit || denied.Load() != attempts-limit {
-				t.Fatalf("allowed %d, denied %d; want %d, %d", allowed.Load(), denied.Load(), limit, attempts-limit)
-			}
+			hammer(t, func() *Store { return s })
 			st := s.Stats()
 			if st.Calls+st.Coalesced != attempts || st.Coalesced == 0 {
 				t.Fatalf("stats %+v: want %d requests, some coalesced", st, attempts)

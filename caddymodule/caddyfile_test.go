@@ -409,57 +409,6 @@ func TestCaddyfileDerivedNameHasSiteAddress(t *testing.T) {
 	}
 }
 
-// TestParseStoreSentinelAuth: sentinel_username and sentinel_password of
-// `store redis` go to the app's JSON as written (placeholders are
-// replaced at load), and need sentinel_master.
-func TestParseStoreSentinelAuth(t *testing.T) {
-	for i, tc := range []struct {
-		input   string
-		want    string // the app as JSON, or
-		wantErr string // a substring of the error
-	}{
-		{
-			input: "rate_limit {\n store redis {\n  address 10.0.0.1:26379 10.0.0.2:26379\n  sentinel_master mymaster\n" +
-				"  password {env.REDIS_PASSWORD}\n  sentinel_username watcher\n  sentinel_password {env.SENTINEL_PASSWORD}\n }\n}",
-			want: `{"store":{"redis":{"addresses":["10.0.0.1:26379","10.0.0.2:26379"],"password":"{env.REDIS_PASSWORD}",` +
-				`"sentinel_master":"mymaster","sentinel_username":"watcher","sentinel_password":"{env.SENTINEL_PASSWORD}"}}}`,
-		},
-		{
-			input: "rate_limit {\n store redis {\n  sentinel_password s3cret\n  address 10.0.0.1:26379\n  sentinel_master mymaster\n }\n}",
-			want:  `{"store":{"redis":{"addresses":["10.0.0.1:26379"],"sentinel_master":"mymaster","sentinel_password":"s3cret"}}}`,
-		},
-		{
-			input:   "rate_limit {\n store redis {\n  address a:1\n  sentinel_password p\n }\n}",
-			wantErr: "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's), at Testfile:4",
-		},
-		{
-			input:   "rate_limit {\n store redis {\n  address a:1\n  cluster on\n  sentinel_username u\n }\n}",
-			wantErr: "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's), at Testfile:5",
-		},
-		{
-			input:   "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_password p\n  sentinel_password q\n }\n}",
-			wantErr: "store redis: sentinel_password already given on line 5, at Testfile:6",
-		},
-		{input: "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_password\n }\n}", wantErr: "wrong argument count"},
-		{input: "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_username u v\n }\n}", wantErr: "wrong argument count"},
-	} {
-		got, err := parseGlobalOption(caddyfile.NewTestDispenser(tc.input), nil)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("Test %d: got error %v, want one containing %q", i, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("Test %d: unexpected error: %v", i, err)
-			continue
-		}
-		if app := got.(httpcaddyfile.App); string(app.Value) != tc.want {
-			t.Errorf("Test %d: got %s, want %s", i, app.Value, tc.want)
-		}
-	}
-}
-
 // TestRedisSentinelAuthSettings: the Sentinels' credentials have their
 // placeholders replaced, tell clients apart (the pool's key), and without
 // sentinel_master are an error in JSON as in the Caddyfile.

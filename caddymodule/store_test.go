@@ -82,6 +82,32 @@ func TestParseStoreOption(t *testing.T) {
 		{input: "rate_limit {\n store redis {\n  address a:1 b:2\n }\n}", wantErr: "store redis: 2 addresses: one server has one address", wantErr2: "at Testfile:3"},
 		{input: "rate_limit {\n store redis {\n  address a:1\n  cluster on\n  db 3\n }\n}", wantErr: "store redis: db 3: a Redis Cluster has only db 0, at Testfile:5"},
 		{input: "rate_limit {\n store redis {\n  address a:1\n }\n store redis {\n  address a:1\n }\n}", wantErr: "store already given, at Testfile:5"},
+		// sentinel_username and sentinel_password go to JSON as written
+		// (placeholders are replaced at load), and need sentinel_master
+		{
+			input: "rate_limit {\n store redis {\n  address 10.0.0.1:26379 10.0.0.2:26379\n  sentinel_master mymaster\n" +
+				"  password {env.REDIS_PASSWORD}\n  sentinel_username watcher\n  sentinel_password {env.SENTINEL_PASSWORD}\n }\n}",
+			want: `{"store":{"redis":{"addresses":["10.0.0.1:26379","10.0.0.2:26379"],"password":"{env.REDIS_PASSWORD}",` +
+				`"sentinel_master":"mymaster","sentinel_username":"watcher","sentinel_password":"{env.SENTINEL_PASSWORD}"}}}`,
+		},
+		{
+			input: "rate_limit {\n store redis {\n  sentinel_password s3cret\n  address 10.0.0.1:26379\n  sentinel_master mymaster\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["10.0.0.1:26379"],"sentinel_master":"mymaster","sentinel_password":"s3cret"}}}`,
+		},
+		{
+			input:   "rate_limit {\n store redis {\n  address a:1\n  sentinel_password p\n }\n}",
+			wantErr: "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's), at Testfile:4",
+		},
+		{
+			input:   "rate_limit {\n store redis {\n  address a:1\n  cluster on\n  sentinel_username u\n }\n}",
+			wantErr: "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's), at Testfile:5",
+		},
+		{
+			input:   "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_password p\n  sentinel_password q\n }\n}",
+			wantErr: "store redis: sentinel_password already given on line 5, at Testfile:6",
+		},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_password\n }\n}", wantErr: "wrong argument count"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  sentinel_master m\n  sentinel_username u v\n }\n}", wantErr: "wrong argument count"},
 	} {
 		got, err := parseGlobalOption(caddyfile.NewTestDispenser(tc.input), nil)
 		if tc.wantErr != "" {

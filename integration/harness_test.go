@@ -257,21 +257,31 @@ func render(t *testing.T, text string, data caddyfileData) string {
 	return b.String()
 }
 
-// freePorts are n distinct TCP ports that were free on loopback a moment
-// ago (all held at once, so none is handed out twice).
+// freePorts are n TCP ports that were free on loopback a moment ago (all
+// held at once) and that no earlier call in this process handed out.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
+	ports := make([]int, 0, n)
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		port := l.Addr().(*net.TCPAddr).Port
+		if _, taken := portsGiven.LoadOrStore(port, true); !taken {
+			ports = append(ports, port)
+		}
 	}
 	return ports
 }
+
+// portsGiven are the ports freePorts has handed out in this process. A
+// port is closed again before Caddy binds it, and Caddy binds with
+// SO_REUSEPORT: two parallel tests given the same port would each start
+// a Caddy on it, and the kernel would share their connections between
+// the two (a request meeting the other test's limits).
+var portsGiven sync.Map
 
 // waitReady polls the admin endpoint, then the HTTP port, every 20 ms for
 // up to 15 s: it waits for the process to come up.

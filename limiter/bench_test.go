@@ -137,3 +137,33 @@ func BenchmarkNewKeysEvicting(b *testing.B) {
 		i++
 	}
 }
+
+// The worst case of spent keys for eviction: every shard full of spent
+// keys, and a flood of new keys, each of which evicts the last one (the
+// only key not spent), wherever the hand finds it.
+func BenchmarkNewKeysEvictingAmongSpent(b *testing.B) {
+	l := mustNew(b, Config{Limits: []Limit{{1, time.Hour}}, MaxKeys: 100_000})
+	for i := range 100_000 {
+		k := "spent-" + strconv.Itoa(i)
+		l.AllowAt(k, base, 1)
+		l.AllowAt(k, base, 1)
+	}
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = "flood-" + strconv.Itoa(i)
+	}
+	_, before := l.EvictionCounts() // shards filled unevenly evict spent keys
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		l.AllowAt(keys[i&(1<<20-1)], base, 1)
+		i++
+	}
+	b.StopTimer()
+	// a full shard of spent keys gives one up to the first key of the
+	// flood, never more
+	if _, spent := l.EvictionCounts(); spent-before > uint64(len(l.shards)) {
+		b.Fatalf("%d spent keys evicted by the flood, %d shards", spent-before, len(l.shards))
+	}
+}

@@ -44,13 +44,14 @@ func (l *Limiter) Adopt(old *Limiter) {
 			if ow[0] == 0 {
 				continue
 			}
-			h := ow[0] &^ refBit
+			h := ow[0] &^ flagBits
 			to := l.shard(h)
 			to.mu.Lock()
 			if _, ok := to.table.find(h); !ok {
 				ns := to.insert(h, np, now)
 				nw := to.table.record(ns)
 				nw[0] |= ow[0] & refBit
+				to.table.setSpent(ns, ow[0]&spentBit != 0)
 				for _, r := range runs {
 					copy(nw[r.to:r.to+r.n], ow[r.from:r.from+r.n])
 				}

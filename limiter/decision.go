@@ -49,6 +49,17 @@ func (d *Decision) Binding() Quota {
 	return d.Quotas[best]
 }
 
+// spent is true if the decision left the key without a unit of one of its
+// limits (a denial for a cost above what is left is not spent).
+func (d *Decision) spent() bool {
+	for i := range d.Len {
+		if d.Quotas[i].Remaining == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // deny records that a limit turned the request away, and when the request
 // could pass again (the latest of the limits that denied it).
 func (d *Decision) deny(retry int64) {

@@ -125,6 +125,12 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 		w[0] |= refBit
 	}
 	p.decide(d, w, s.table.logsAt(slot), t, cost, scale, true)
+	if ok && scale > 0 {
+		// A key's first request never marks it spent: a flood of keys
+		// sent once cannot outlive a key in use. A scale of 0 denies
+		// whatever the state.
+		s.table.setSpent(slot, d.spent())
+	}
 	s.mu.Unlock()
 }
 
@@ -217,14 +223,23 @@ func (l *Limiter) Len() int {
 
 // Evictions is the number of keys evicted to make room since New.
 func (l *Limiter) Evictions() uint64 {
-	var n uint64
+	n, _ := l.EvictionCounts()
+	return n
+}
+
+// EvictionCounts is the number of keys evicted to make room since New, and
+// how many of them were spent: left at one of their limits by their last
+// decision. A spent key is evicted only when every key of its shard is
+// spent too (a sign that MaxKeys is too small for the keys in use).
+func (l *Limiter) EvictionCounts() (all, spent uint64) {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		n += s.evictions
+		all += s.evictions
+		spent += s.limited
 		s.mu.Unlock()
 	}
-	return n
+	return all, spent
 }
 
 func (l *Limiter) shard(h uint64) *shard { return &l.shards[h>>l.shift] }

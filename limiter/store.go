@@ -5,10 +5,20 @@ import (
 	"sync"
 )
 
-// refBit marks a key used since the CLOCK hand last passed it. Word 0 of a
-// record holds the key's hash with this bit masked off; 0 marks an empty
-// slot.
-const refBit = 1
+// Word 0 of a record holds the key's hash with its two low bits masked off,
+// and two flags there; 0 marks an empty slot.
+const (
+	// refBit marks a key used since the CLOCK hand last passed it.
+	refBit = 1
+	// spentBit marks a key that its last decision left at (or over) one
+	// of its limits, no unit left, if that was not its first request.
+	// Such a key is evicted only when every key of its shard is spent
+	// too, so that a flood of keys sent once never hands a spent key its
+	// quota back.
+	spentBit = 2
+	// flagBits are the bits of word 0 that are not the hash.
+	flagBits = refBit | spentBit
+)
 
 // shard holds a slice of the keys, under one lock: a table of records (see
 // table.go), bounded to capacity keys by evicting with a CLOCK hand. On
@@ -21,7 +31,8 @@ type shard struct {
 	capacity  int
 	hand      int // CLOCK hand: the next slot it looks at
 	evictions uint64
-	_         [80]byte // keeps neighbouring shards' locks off one cache line
+	limited   uint64   // evictions of spent keys, counted in evictions too
+	_         [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // insert makes room for a new key of hash h, by eviction if the shard is
@@ -37,12 +48,18 @@ func (s *shard) insert(h uint64, p *plan, now int64) int {
 
 // evict removes one key with the CLOCK hand: the first idle key it meets,
 // or the first not used since the hand last passed (clearing the marks of
-// those that were). Nothing moves while the hand turns, so two turns
-// always find one; the removal may then shift records back past the hand,
-// which will miss them this turn (CLOCK is approximate).
+// those that were), passing over spent keys unless every key is spent.
+// Nothing moves while the hand turns, so two turns always find one; the
+// removal may then shift records back past the hand, which will miss them
+// this turn (CLOCK is approximate).
+//
+// Passing over a spent key costs a word read; in a shard of spent keys
+// and few others, an eviction may cost a turn of the hand
+// (BenchmarkNewKeysEvictingAmongSpent).
 func (s *shard) evict(p *plan, now int64) {
 	t := &s.table
 	n := t.slots()
+	spentToo := t.spent >= t.live
 	for range 2*n + 1 {
 		i := s.hand & (n - 1)
 		s.hand = i + 1
@@ -50,9 +67,18 @@ func (s *shard) evict(p *plan, now int64) {
 		switch {
 		case w[0] == 0:
 			continue
-		case w[0]&refBit != 0 && !p.idle(w, t.logsAt(i), now):
+		case w[0]&flagBits == 0:
+			// unreferenced, not spent: evicted without a look at its state
+		case w[0]&spentBit != 0 && !spentToo:
+			continue // a word read: the sweep frees spent keys gone idle
+		case p.idle(w, t.logsAt(i), now):
+			t.setSpent(i, false) // nothing is spent any more
+		case w[0]&refBit != 0:
 			w[0] &^= refBit
 			continue
+		}
+		if w[0]&spentBit != 0 {
+			s.limited++
 		}
 		t.remove(i)
 		s.evictions++
@@ -81,11 +107,11 @@ func (s *shard) sweep(p *plan, now int64) int {
 	return freed
 }
 
-// hashKey is key's 64-bit seeded hash, never 0 and with refBit clear.
+// hashKey is key's 64-bit seeded hash, never 0 and with flagBits clear.
 func hashKey(seed maphash.Seed, key string) uint64 {
-	h := maphash.String(seed, key) &^ refBit
+	h := maphash.String(seed, key) &^ flagBits
 	if h == 0 {
-		h = 2
+		h = 4
 	}
 	return h
 }

@@ -3,7 +3,7 @@ package limiter
 // A table holds a shard's keys: an open-addressing hash table whose slots
 // are the keys' records themselves, so that finding a key and reading its
 // state touch one cache line in the common case. A record is stride words:
-// word 0 is the key's hash with refBit (0 marks an empty slot), then the
+// word 0 is the key's hash with flagBits (0 marks an empty slot), then the
 // plan's state words. Keys are placed by linear probing from their home
 // slot, the table is at most 3/4 full and doubles when it would be more,
 // and a removal shifts back the records after it that would no longer be
@@ -24,6 +24,7 @@ type table struct {
 	stride int      // words a record
 	live   int      // records held
 	nlogs  int      // event logs a record
+	spent  int      // records with spentBit set
 
 	logs []eventLog // slot i: logs[i*nlogs:][:nlogs]
 }
@@ -47,11 +48,11 @@ func (t *table) slots() int {
 	return int(t.mask) + 1
 }
 
-// home is the slot where the probe for hash h starts. Bit 0 of a hash is
-// refBit's place, always 0, so it is shifted out.
-func (t *table) home(h uint64) uint64 { return (h >> 1) & t.mask }
+// home is the slot where the probe for hash h starts. The low bits of a
+// hash are flagBits' place, always 0, so they are shifted out.
+func (t *table) home(h uint64) uint64 { return (h >> 2) & t.mask }
 
-// find is the slot of the key whose hash is h (refBit clear), if the table
+// find is the slot of the key whose hash is h (flagBits clear), if the table
 // holds it. It reads word 0 of each slot on the probe path, and stops at
 // the first empty one, which the load bound guarantees.
 func (t *table) find(h uint64) (int, bool) {
@@ -60,7 +61,7 @@ func (t *table) find(h uint64) (int, bool) {
 	}
 	for i := t.home(h); ; i = (i + 1) & t.mask {
 		w := t.recs[int(i)*t.stride]
-		if w&^refBit == h {
+		if w&^flagBits == h {
 			return int(i), true
 		}
 		if w == 0 {
@@ -84,7 +85,7 @@ func (t *table) logsAt(i int) []eventLog {
 	return t.logs[off : off+t.nlogs : off+t.nlogs]
 }
 
-// add enters a new key of hash h (refBit clear, not in the table) and
+// add enters a new key of hash h (flagBits clear, not in the table) and
 // returns its slot, whose state words and logs are zero. It first doubles
 // the table if the key would make it more than 3/4 full.
 func (t *table) add(h uint64) int {
@@ -121,7 +122,7 @@ func (t *table) resize(n int) {
 		if w[0] == 0 {
 			continue
 		}
-		j := t.emptySlot(w[0] &^ refBit)
+		j := t.emptySlot(w[0] &^ flagBits)
 		copy(t.record(j), w)
 		copy(t.logsAt(j), old.logsAt(i))
 	}
@@ -134,6 +135,9 @@ func (t *table) resize(n int) {
 // slot i or after it: a caller iterating over the slots must look at slot
 // i again.
 func (t *table) remove(i int) {
+	if t.recs[i*t.stride]&spentBit != 0 {
+		t.spent--
+	}
 	hole := uint64(i)
 	for j := (hole + 1) & t.mask; ; j = (j + 1) & t.mask {
 		w := t.recs[int(j)*t.stride]
@@ -142,7 +146,7 @@ func (t *table) remove(i int) {
 		}
 		// the record at j may fill the hole if the hole lies cyclically
 		// between its home and j
-		if (j-t.home(w&^refBit))&t.mask >= (j-hole)&t.mask {
+		if (j-t.home(w&^flagBits))&t.mask >= (j-hole)&t.mask {
 			t.move(int(j), int(hole))
 			hole = j
 		}
@@ -159,4 +163,17 @@ func (t *table) remove(i int) {
 func (t *table) move(from, to int) {
 	copy(t.record(to), t.record(from))
 	copy(t.logsAt(to), t.logsAt(from))
+}
+
+// setSpent sets or clears the spentBit of slot i, which holds a record.
+func (t *table) setSpent(i int, spent bool) {
+	w := &t.recs[i*t.stride]
+	switch was := *w&spentBit != 0; {
+	case spent && !was:
+		*w |= spentBit
+		t.spent++
+	case !spent && was:
+		*w &^= spentBit
+		t.spent--
+	}
 }

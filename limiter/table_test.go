@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// hashAt is a valid key hash (even, not 0) whose home is slot home of a
-// table of up to 1<<8 slots; n tells apart hashes of the same home.
-func hashAt(home, n int) uint64 { return uint64(home|(n+1)<<8) << 1 }
+// hashAt is a valid key hash (flagBits clear, not 0) whose home is slot
+// home of a table of up to 1<<8 slots; n tells apart hashes of the same home.
+func hashAt(home, n int) uint64 { return uint64(home|(n+1)<<8) << 2 }
 
 // checkTable checks the invariants of a table: a power of two of slots, at
 // most 3/4 full; every record reachable from its home, with no empty slot
@@ -28,7 +28,7 @@ func checkTable(tb testing.TB, t *table) {
 	if 4*t.live > 3*n {
 		tb.Fatalf("%d live in %d slots: more than 3/4 full", t.live, n)
 	}
-	live, seen := 0, map[uint64]bool{}
+	live, spent, seen := 0, 0, map[uint64]bool{}
 	for i := range n {
 		w := t.record(i)
 		if w[0] == 0 {
@@ -45,7 +45,10 @@ func checkTable(tb testing.TB, t *table) {
 			continue
 		}
 		live++
-		h := w[0] &^ refBit
+		if w[0]&spentBit != 0 {
+			spent++
+		}
+		h := w[0] &^ flagBits
 		if seen[h] {
 			tb.Fatalf("hash %#x twice", h)
 		}
@@ -59,8 +62,8 @@ func checkTable(tb testing.TB, t *table) {
 			tb.Fatalf("find(%#x) = %d, %v; it is at %d", h, got, ok, i)
 		}
 	}
-	if live != t.live {
-		tb.Fatalf("%d records, live says %d", live, t.live)
+	if live != t.live || spent != t.spent {
+		tb.Fatalf("%d records, %d spent; the table says %d, %d", live, spent, t.live, t.spent)
 	}
 }
 
@@ -70,10 +73,10 @@ func checkTable(tb testing.TB, t *table) {
 func fill(t *table, i int) {
 	w := t.record(i)
 	for j := 1; j < len(w); j++ {
-		w[j] = w[0]&^refBit + uint64(j)
+		w[j] = w[0]&^flagBits + uint64(j)
 	}
 	for j := range t.logsAt(i) {
-		t.logsAt(i)[j].push(int64(w[0]&^refBit)+int64(j), 1)
+		t.logsAt(i)[j].push(int64(w[0]&^flagBits)+int64(j), 1)
 	}
 }
 
@@ -158,7 +161,7 @@ func TestTableGrowth(t *testing.T) {
 	rng := uint64(7)
 	for i := range 5000 {
 		rng = rng*6364136223846793005 + 1442695040888963407
-		h := rng&^refBit | 2
+		h := rng&^flagBits | 4
 		hashes = append(hashes, h)
 		fill(&tb, tb.add(h))
 		if i&(i+1) == 0 || i%997 == 0 {

@@ -21,15 +21,18 @@ type overviewView struct {
 // and what it has decided since its name came into use (counts survive
 // reloads).
 type ruleView struct {
-	Name      string        `json:"name"`
-	Config    Rule          `json:"config"`
-	Algorithm string        `json:"algorithm"`
-	Limits    []limitView   `json:"limits"`
-	Burst     int64         `json:"burst,omitempty"`
-	Keys      int           `json:"keys"`
-	MaxKeys   int           `json:"max_keys"`
-	Evictions uint64        `json:"evictions"`
-	Requests  statsSnapshot `json:"requests"`
+	Name      string      `json:"name"`
+	Config    Rule        `json:"config"`
+	Algorithm string      `json:"algorithm"`
+	Limits    []limitView `json:"limits"`
+	Burst     int64       `json:"burst,omitempty"`
+	Keys      int         `json:"keys"`
+	MaxKeys   int         `json:"max_keys"`
+	Evictions uint64      `json:"evictions"`
+	// EvictionsLimited is how many of the evictions were of keys left at
+	// one of their limits (see limiter.Limiter.EvictionCounts).
+	EvictionsLimited uint64        `json:"evictions_limited"`
+	Requests         statsSnapshot `json:"requests"`
 }
 
 // limitView is a limit in force.
@@ -119,9 +122,9 @@ func describeRule(e ruleEntry) ruleView {
 		Burst:     cfg.Burst,
 		Keys:      e.lim.Len(),
 		MaxKeys:   cfg.MaxKeys,
-		Evictions: e.lim.Evictions(),
 		Requests:  e.stats.snapshot(),
 	}
+	v.Evictions, v.EvictionsLimited = e.lim.EvictionCounts()
 	if v.Algorithm == "" {
 		v.Algorithm = string(limiter.SlidingWindow)
 	}

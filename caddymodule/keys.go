@@ -90,9 +90,38 @@ func parseKeySource(word string) (keySource, error) {
 	case kind == "jwt":
 		return needArg(sourceJWT)
 	case strings.Contains(word, "{"):
-		return keySource{kind: sourcePlaceholder, name: word}, nil
+		return placeholderSource(word), nil
 	}
 	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME, jwt CLAIM, static TEXT or a {placeholder}", word)
+}
+
+// placeholderSources are the placeholders that name one request header,
+// query parameter or cookie, and the source that reads it.
+var placeholderSources = []struct {
+	prefix string
+	kind   sourceKind
+}{
+	{"{http.request.header.", sourceHeader},
+	{"{http.request.uri.query.", sourceQuery},
+	{"{http.request.cookie.", sourceCookie},
+}
+
+// placeholderSource is the source of placeholder text. A placeholder that
+// is a header, a query parameter or a cookie alone reads it as `header`,
+// `query` and `cookie` do, so that a value sent twice counts as missing
+// (Caddy's placeholder would join two headers, or take the first query
+// value, giving a client a fresh key for every first value).
+func placeholderSource(word string) keySource {
+	for _, p := range placeholderSources {
+		name, ok := strings.CutPrefix(word, p.prefix)
+		if name, ok = strings.CutSuffix(name, "}"); ok && name != "" && !strings.ContainsAny(name, "{}") {
+			if p.kind == sourceHeader {
+				name = http.CanonicalHeaderKey(name)
+			}
+			return keySource{kind: p.kind, name: name}
+		}
+	}
+	return keySource{kind: sourcePlaceholder, name: word}
 }
 
 // parseIPPrefixSource reads "ip/24" or "ip/24/64".
@@ -172,35 +201,38 @@ func (src keySource) value(r *http.Request, repl *caddy.Replacer) string {
 		v, _ := src.tokens.claim(r, src.name)
 		return v
 	case sourceHeader:
-		if vs := r.Header[src.name]; len(vs) > 0 {
+		if vs := r.Header[src.name]; len(vs) == 1 {
 			return vs[0]
 		}
-		return ""
+		return "" // absent, or sent twice: which one would the backend read?
 	case sourceQuery:
 		return queryValue(r.URL.RawQuery, src.name)
 	case sourceCookie:
-		c, err := r.Cookie(src.name)
-		if err != nil {
-			return ""
+		if cs := r.CookiesNamed(src.name); len(cs) == 1 {
+			return cs[0].Value
 		}
-		return c.Value
+		return ""
 	default:
 		return repl.ReplaceKnown(src.name, "")
 	}
 }
 
-// queryValue is the first value of name in a raw query, without building
-// the whole url.Values map.
+// queryValue is the value of name in a raw query, without building the
+// whole url.Values map; "" if name is absent or given more than once.
 func queryValue(raw, name string) string {
+	value, found := "", false
 	for raw != "" {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
 		k, v, _ := strings.Cut(pair, "=")
 		if k == name || (strings.ContainsAny(k, "%+") && unescape(k) == name) {
-			return unescape(v)
+			if found {
+				return ""
+			}
+			value, found = unescape(v), true
 		}
 	}
-	return ""
+	return value
 }
 
 func unescape(s string) string {

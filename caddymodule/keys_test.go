@@ -23,12 +23,24 @@ func TestKeyOf(t *testing.T) {
 		{by: []string{"ip/16"}, ip: "::ffff:192.0.2.7", want: "192.0.0.0/16", wantOK: true},
 		{by: []string{"header X-Api-Key"}, header: http.Header{"X-Api-Key": {"k1"}}, want: "k1", wantOK: true},
 		{by: []string{"header X-Api-Key"}, want: "", wantOK: false},
-		{by: []string{"query key"}, query: "a=1&key=k%202&key=3", want: "k 2", wantOK: true},
+		{by: []string{"query key"}, query: "a=1&key=k%202", want: "k 2", wantOK: true},
+		// a source with several values is missing: a backend may read the other
+		{by: []string{"query key"}, query: "a=1&key=k%202&key=3", wantOK: false},
+		{by: []string{"query key"}, query: "key=a&k%65y=a", wantOK: false},
+		{by: []string{"header X-Api-Key"}, header: http.Header{"X-Api-Key": {"k1", "k2"}}, wantOK: false},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=a; other=1"}}, want: "a", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=a; sid=b"}}, wantOK: false},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=a", "sid=b"}}, wantOK: false},
+		{by: []string{"{http.request.header.X-Api-Key}"}, header: http.Header{"X-Api-Key": {"k1", "k2"}}, wantOK: false},
+		{by: []string{"{http.request.header.x-api-key}"}, header: http.Header{"X-Api-Key": {"k1"}}, want: "k1", wantOK: true},
+		{by: []string{"{http.request.uri.query.key}"}, query: "key=a&key=b", wantOK: false},
+		{by: []string{"{http.request.cookie.sid}"}, header: http.Header{"Cookie": {"sid=a; sid=b"}}, wantOK: false},
 		{by: []string{"query key"}, query: "a=1", wantOK: false},
 		{by: []string{"header X-Api-Key", "ip"}, ip: "192.0.2.7", header: http.Header{"X-Api-Key": {"k1"}}, want: "k1" + keySeparator + "192.0.2.7", wantOK: true},
 		{by: []string{"header X-Api-Key", "ip"}, ip: "192.0.2.7", wantOK: false},
 		{by: []string{"static everyone"}, want: "everyone", wantOK: true},
 		{by: []string{"{http.request.header.X-Tenant}"}, header: http.Header{"X-Tenant": {"acme"}}, want: "acme", wantOK: true},
+		{by: []string{"{http.request.header.X-Tenant}-{http.request.method}"}, header: http.Header{"X-Tenant": {"acme"}}, want: "acme-", wantOK: true},
 	} {
 		srcs, err := parseKeySources(tc.by)
 		if err != nil {
@@ -44,8 +56,11 @@ func TestKeyOf(t *testing.T) {
 		}
 		repl := caddy.NewReplacer()
 		repl.Map(func(key string) (any, bool) {
-			if key == "http.request.header.X-Tenant" {
+			switch key {
+			case "http.request.header.X-Tenant":
 				return r.Header.Get("X-Tenant"), true
+			case "http.request.method":
+				return "", true
 			}
 			return nil, false
 		})

@@ -17,8 +17,8 @@ var (
 		"Keys a rule holds state for.",
 		[]string{"rule"}, nil)
 	descEvictions = prometheus.NewDesc("caddy_rate_limit_evictions_total",
-		"Keys a rule evicted to stay within max_keys.",
-		[]string{"rule"}, nil)
+		"Keys a rule evicted to stay within max_keys, by state: under_limit, or limited (left at one of its limits: evicted only when every key of its shard was, a sign that max_keys is too small).",
+		[]string{"rule", "state"}, nil)
 
 	descJWTFailures = prometheus.NewDesc("caddy_rate_limit_jwt_failures_total",
 		"Tokens that failed verification for rules keyed by a JWT claim, by reason; such requests get no key from the token.",
@@ -94,7 +94,9 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(v.n), r.name, v.decision)
 		}
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(r.lim.Len()), r.name)
-		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(r.lim.Evictions()), r.name)
+		all, limited := r.lim.EvictionCounts()
+		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(all-limited), r.name, "under_limit")
+		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(limited), r.name, "limited")
 		if r.rule.Store == storeRedis {
 			for i, mode := range storeModes {
 				n := r.stats.fallbacks[i].Load()

@@ -308,7 +308,8 @@ func TestMetricsAcrossReloads(t *testing.T) {
 		`caddy_rate_limit_requests_total{decision="shadow_denied",rule="shadowed"}`: "2",
 		`caddy_rate_limit_requests_total{decision="exempt",rule="exempting"}`:       "2",
 		`caddy_rate_limit_keys{rule="api"}`:                                         "2",
-		`caddy_rate_limit_evictions_total{rule="api"}`:                              "0",
+		`caddy_rate_limit_evictions_total{rule="api",state="limited"}`:              "0",
+		`caddy_rate_limit_evictions_total{rule="api",state="under_limit"}`:          "0",
 	})
 	p.reload(t, adminConfig(6))
 	wantStatuses(t, "A after limit 6", p.statuses(t, 2, "/api/x", xff(clientA)...), seq(1, 200, 1, 429))

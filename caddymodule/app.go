@@ -27,7 +27,8 @@ func init() {
 // reloads, sweeps idle keys, and tells the country of a client for rules
 // with geo_multiplier. Handlers find it through ctx.App.
 type App struct {
-	// SweepInterval is how often idle keys are freed. Default: 1m.
+	// SweepInterval is how often idle keys are freed, at least 1s.
+	// Default: 1m.
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
 
 	// GeoIP is the path of a MaxMind-format database (GeoLite2 or GeoIP2
@@ -188,8 +189,8 @@ func (a *App) Validate() error {
 	if a.GeoIPCheckInterval < 0 || (a.GeoIPCheckInterval > 0 && a.GeoIP == "") {
 		return fmt.Errorf("geoip_check_interval %s: must be positive, with geoip", time.Duration(a.GeoIPCheckInterval))
 	}
-	if a.SweepInterval < 0 {
-		return fmt.Errorf("sweep_interval %s: must not be negative", time.Duration(a.SweepInterval))
+	if a.SweepInterval != 0 && a.SweepInterval < caddy.Duration(MinSweepInterval) {
+		return fmt.Errorf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(a.SweepInterval), MinSweepInterval)
 	}
 	if a.GeoHeader != "" && !httpguts.ValidHeaderFieldName(a.GeoHeader) {
 		return fmt.Errorf("geo_header %q: not a valid header name", a.GeoHeader)
@@ -244,6 +245,11 @@ func (a *App) commit() {
 
 // activeApp is the app of the config that started last, for the admin API.
 var activeApp atomic.Pointer[App]
+
+// MinSweepInterval is the shortest sweep_interval: a sweep locks each
+// shard of every rule in turn, so a sweep every few nanoseconds would take
+// a core and slow every decision.
+const MinSweepInterval = time.Second
 
 // Cleanup puts back the rules this config put in force if the config that
 // ran before it is still running (this one failed to start), so a config

@@ -24,6 +24,7 @@ func init() {
 //	    algorithm      sliding_window|fixed_window|sliding_log|token_bucket|leaky_bucket
 //	    burst          <count>
 //	    max_delay      <duration>             # leaky_bucket only
+//	    max_held       <count>                # leaky_bucket only: requests held at once
 //	    by             <source...>            # repeatable; ip | ip/V4[/V6] | user_id | header <name> | query <name> | cookie <name> | static <text> | {placeholder}
 //	    on_missing_key skip|ip|deny
 //	    cost           <count>|<placeholder>

@@ -92,6 +92,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			if every < MinSweepInterval {
+				return nil, d.Errf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(every), MinSweepInterval)
+			}
 			app.SweepInterval = caddy.Duration(every)
 
 		case "geoip", "geo_header":

@@ -70,6 +70,7 @@ var inheritedFields = map[string]func(dst, src *Rule){
 	"algorithm":      func(dst, src *Rule) { dst.Algorithm = src.Algorithm },
 	"burst":          func(dst, src *Rule) { dst.Burst = src.Burst },
 	"max_delay":      func(dst, src *Rule) { dst.MaxDelay = src.MaxDelay },
+	"max_held":       func(dst, src *Rule) { dst.MaxHeld = src.MaxHeld },
 	"by":             func(dst, src *Rule) { dst.By = slices.Clone(src.By) },
 	"on_missing_key": func(dst, src *Rule) { dst.OnMissingKey = src.OnMissingKey },
 	"cost":           func(dst, src *Rule) { dst.Cost = src.Cost },
@@ -113,6 +114,14 @@ func (s *ruleSpec) finish() error {
 	}
 	if len(r.Limits) == 0 {
 		return errAtToken(s.start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
+	}
+	if err := r.checkMaxHeld(); err != nil {
+		return errAtToken(s.set["max_held"], "rule %q: %v", r.Name, err)
+	}
+	if n, err := strconv.ParseInt(r.Cost, 10, 64); err == nil {
+		if err := r.checkCost(n); err != nil {
+			return errAtToken(s.set["cost"], "rule %q: %v", r.Name, err)
+		}
 	}
 	if err := r.checkStore(); err != nil {
 		at := s.set["store"]
@@ -173,6 +182,9 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return d.Errf("limit window %s: must be between %s and %s", window, limiter.MinWindow, limiter.MaxWindow)
 		}
 		r.Limits = append(r.Limits, Limit{Count: n, Window: caddy.Duration(w)})
+		if err := checkWindows(r.Limits); err != nil {
+			return d.Errf("%v", err)
+		}
 
 	case "algorithm":
 		if err := oneArg(d, &r.Algorithm); err != nil {
@@ -209,6 +221,17 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		}
 		r.MaxDelay = caddy.Duration(delay)
 
+	case "max_held":
+		var arg string
+		if err := oneArg(d, &arg); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return d.Errf("max_held %s: must be a whole number of at least 1", arg)
+		}
+		r.MaxHeld = n
+
 	case "by":
 		words, err := parseBy(d)
 		if err != nil {
@@ -231,8 +254,8 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return err
 		}
 		if !strings.Contains(r.Cost, "{") {
-			if n, err := strconv.ParseInt(r.Cost, 10, 64); err != nil || n < 0 {
-				return d.Errf("cost %q: want a whole number ≥ 0 or a {placeholder}", r.Cost)
+			if n, err := strconv.ParseInt(r.Cost, 10, 64); err != nil || n < 1 {
+				return d.Errf("cost %q: want a whole number ≥ 1 or a {placeholder}", r.Cost)
 			}
 		}
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // The metrics: namespace caddy, subsystem rate_limit. Their only labels
@@ -19,6 +21,10 @@ var (
 	descEvictions = prometheus.NewDesc("caddy_rate_limit_evictions_total",
 		"Keys a rule evicted to stay within max_keys, by state: under_limit, or limited (left at one of its limits: evicted only when every key of its shard was, a sign that max_keys is too small).",
 		[]string{"rule", "state"}, nil)
+
+	descHeld = prometheus.NewDesc("caddy_rate_limit_held",
+		"Requests a leaky_bucket rule holds now, waiting to be served; at max_held, requests that would wait are refused at once.",
+		[]string{"rule"}, nil)
 
 	descJWTFailures = prometheus.NewDesc("caddy_rate_limit_jwt_failures_total",
 		"Tokens that failed verification for rules keyed by a JWT claim, by reason; such requests get no key from the token.",
@@ -71,6 +77,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRequests
 	ch <- descKeys
 	ch <- descEvictions
+	ch <- descHeld
 	ch <- descJWTFailures
 	ch <- descClusterMembers
 	ch <- descGossipBytes
@@ -97,6 +104,9 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		all, limited := r.lim.EvictionCounts()
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(all-limited), r.name, "under_limit")
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(limited), r.name, "limited")
+		if r.rule.Algorithm == string(limiter.LeakyBucket) {
+			ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(r.stats.held.Load()), r.name)
+		}
 		if r.rule.Store == storeRedis {
 			for i, mode := range storeModes {
 				n := r.stats.fallbacks[i].Load()

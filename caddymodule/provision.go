@@ -64,8 +64,11 @@ func newRule(cfg Rule) (*rule, error) {
 	case strings.Contains(r.Cost, "{"):
 		r.costText = r.Cost
 	default:
-		if r.cost, err = strconv.ParseInt(r.Cost, 10, 64); err != nil || r.cost < 0 {
-			return nil, fmt.Errorf("cost %q: want a whole number ≥ 0 or a placeholder", r.Cost)
+		if r.cost, err = strconv.ParseInt(r.Cost, 10, 64); err != nil {
+			return nil, fmt.Errorf("cost %q: want a whole number ≥ 1 or a placeholder", r.Cost)
+		}
+		if err := r.checkCost(r.cost); err != nil {
+			return nil, err
 		}
 	}
 	if r.geo, err = geo.FromMap(r.GeoMultiplier); err != nil {

@@ -46,6 +46,11 @@ type Rule struct {
 	// before it is served. Default: 1s.
 	MaxDelay caddy.Duration `json:"max_delay,omitempty"`
 
+	// MaxHeld is, for leaky_bucket only, how many of the rule's requests
+	// may be held at once, over all keys; past it a request that would be
+	// held is refused at once (429), never queued. Default: 1000.
+	MaxHeld int `json:"max_held,omitempty"`
+
 	// By lists the key sources, joined into one composite key: "ip",
 	// "ip/24", "ip/24/64" (IPv4/IPv6 prefix lengths), "user_id",
 	// "header NAME", "query NAME", "cookie NAME", "static TEXT" (one
@@ -57,9 +62,10 @@ type Rule struct {
 	// Default: skip.
 	OnMissingKey string `json:"on_missing_key,omitempty"`
 
-	// Cost is the units one request takes: a whole number or a placeholder
-	// that yields one. A request whose cost does not resolve to a whole
-	// number ≥ 0 is answered 400. Default: 1.
+	// Cost is the units one request takes: a whole number from 1 to the
+	// smallest limit (and burst), or a placeholder that yields one. A
+	// request whose cost does not resolve to a whole number ≥ 1 is
+	// answered 400. Default: 1.
 	Cost string `json:"cost,omitempty"`
 
 	// Shadow decides, logs, counts and sets headers, but never rejects.
@@ -227,7 +233,68 @@ func (r *Rule) checkFields() error {
 	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
 		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
 	}
+	if err := checkWindows(r.Limits); err != nil {
+		return err
+	}
+	if err := r.checkMaxHeld(); err != nil {
+		return err
+	}
 	return r.checkStore()
+}
+
+// DefaultMaxHeld is how many requests a leaky_bucket rule holds at once
+// when max_held is not given.
+const DefaultMaxHeld = 1000
+
+// maxHeld is max_held, or its default.
+func (r *Rule) maxHeld() int64 {
+	if r.MaxHeld == 0 {
+		return DefaultMaxHeld
+	}
+	return int64(r.MaxHeld)
+}
+
+// checkMaxHeld checks max_held: positive, on a leaky_bucket rule.
+func (r *Rule) checkMaxHeld() error {
+	switch {
+	case r.MaxHeld < 0:
+		return fmt.Errorf("max_held %d: must be a whole number of at least 1", r.MaxHeld)
+	case r.MaxHeld != 0 && r.Algorithm != string(limiter.LeakyBucket):
+		return fmt.Errorf("max_held applies to leaky_bucket only (no other algorithm holds requests)")
+	}
+	return nil
+}
+
+// checkWindows refuses two limits with one window: both would be shown
+// under one policy name, and the smaller alone is in force.
+func checkWindows(limits []Limit) error {
+	for i, l := range limits {
+		for _, m := range limits[:i] {
+			if m.Window == l.Window {
+				return fmt.Errorf("limit %d %s and limit %d %s have the same window: keep the smaller", m.Count, time.Duration(m.Window), l.Count, time.Duration(l.Window))
+			}
+		}
+	}
+	return nil
+}
+
+// checkCost refuses a static cost that no request could ever pay: above
+// the smallest limit, or above the burst, every request would be denied
+// forever. (Tiers and geo factors may scale a limit below it at request
+// time; such a request is denied, with the longest window as Retry-After.)
+func (r *Rule) checkCost(cost int64) error {
+	if cost < 1 {
+		return fmt.Errorf("cost %d: a request must take at least 1 unit (a rule that takes nothing limits nothing)", cost)
+	}
+	for _, l := range r.Limits {
+		if cost > l.Count {
+			return fmt.Errorf("cost %d is more than limit %d %s allows: every request would be denied", cost, l.Count, time.Duration(l.Window))
+		}
+	}
+	if r.Burst > 0 && cost > r.Burst && r.Algorithm != string(limiter.LeakyBucket) {
+		return fmt.Errorf("cost %d is more than burst %d allows: every request would be denied", cost, r.Burst)
+	}
+	return nil
 }
 
 // checkStore checks store and on_store_error, and what store redis

@@ -38,6 +38,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var delay time.Duration
 	var where country
 	var timed bool // one decision in decisionSample: time the request
+	var holds heldPlaces
+	defer holds.release() // on every way out; after the delay at the latest
 	for _, ru := range h.rules {
 		if ok, err := ru.matches(r); err != nil || !ok {
 			if err != nil {
@@ -103,6 +105,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		} else {
 			d, scale = ru.decide(h.app, key, now, cost, scale)
 		}
+		if d.Allowed && d.Delay > 0 && !ru.Shadow && !holds.take(ru) {
+			// max_held requests of the rule are held already: refused at
+			// once, never queued, with what it took given back
+			took.add(taken{ru: ru, key: key, cost: cost, scale: scale, shown: shown, stored: stored})
+			d.Allowed, d.RetryAfter, d.Delay = false, d.Delay, 0
+			for i := range d.Len {
+				d.Quotas[i].Remaining = min(d.Quotas[i].Remaining+cost, d.Quotas[i].Limit)
+			}
+		}
 		timed = ru.stats.decided(key, cost, d.Allowed, ru.Shadow) || timed
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, now)
@@ -140,8 +151,42 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			h.undo(w.Header(), r, &took, now)
 			return caddyhttp.Error(statusClientClosed, r.Context().Err())
 		}
+		holds.release()
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// heldPlaces are the places a request takes in its rules' max_held while
+// a leaky bucket holds it.
+type heldPlaces struct {
+	rules [2]*rule
+	n     int
+	more  []*rule // past len(rules)
+}
+
+// take takes a place in ru's max_held, and reports whether there was one.
+func (p *heldPlaces) take(ru *rule) bool {
+	if !ru.stats.hold(ru.maxHeld()) {
+		return false
+	}
+	if p.n < len(p.rules) {
+		p.rules[p.n] = ru
+	} else {
+		p.more = append(p.more, ru)
+	}
+	p.n++
+	return true
+}
+
+// release gives every place back; a second call does nothing.
+func (p *heldPlaces) release() {
+	for i := range min(p.n, len(p.rules)) {
+		p.rules[i].stats.held.Add(-1)
+	}
+	for _, ru := range p.more {
+		ru.stats.held.Add(-1)
+	}
+	*p = heldPlaces{}
 }
 
 // decide decides a request at scale. A rule with scope cluster takes this

@@ -31,6 +31,11 @@ type ruleStats struct {
 	// of a rule with store redis that Redis could not decide.
 	fallbacks [len(storeModes)]atomic.Uint64
 
+	// held is how many requests of the rule a leaky bucket holds now,
+	// over every config that uses the rule's name (held requests of a
+	// config being replaced still count).
+	held atomic.Int64
+
 	// store counts how a rule with store redis had its requests decided:
 	// by a call, coalesced into another request's call, or by the
 	// over-limit cache.
@@ -124,4 +129,14 @@ func (s *ruleStats) snapshot() statsSnapshot {
 		ShadowDenied: s.shadowDenied.Load(),
 		Exempt:       s.exempt.Load(),
 	}
+}
+
+// hold takes one of max places for a held request, and reports whether
+// there was one.
+func (s *ruleStats) hold(max int64) bool {
+	if s.held.Add(1) > max {
+		s.held.Add(-1)
+		return false
+	}
+	return true
 }

@@ -47,7 +47,8 @@ type Config struct {
 	// JWKS holds keys by key ID, from ParseJWKS. A token with a "kid" header
 	// is checked with the keys of that ID, or if there are none with the keys
 	// that have no ID (PublicKeys and JWKS keys without "kid"); a token
-	// without "kid" with every key of its algorithm. A JWKS key with an "alg"
+	// without "kid" with the keys that have no ID, or if there are none and
+	// its algorithm has one key in all, with that key. A JWKS key with an "alg"
 	// is used for that algorithm only. JWKS keys that fit none of the allowed
 	// algorithms are ignored.
 	JWKS *KeySet
@@ -105,9 +106,13 @@ type Verifier struct {
 // algKeys holds the keys of one algorithm, each list ready to hand to the jwt
 // parser: a single key, a jwt.VerificationKeySet, or nil if there is none.
 type algKeys struct {
-	all   any            // every key
-	noKid any            // keys without a key ID
-	byKid map[string]any // JWKS keys by key ID
+	// withoutKid is what a token without "kid" is checked with: the keys
+	// without a key ID, or the only key there is (even with an ID), or
+	// nothing. Never every key: a forged token must cost at most the keys
+	// it could name, not one check a key (a JWKS may hold dozens).
+	withoutKid any
+	noKid      any            // keys without a key ID
+	byKid      map[string]any // JWKS keys by key ID
 }
 
 type family uint8
@@ -227,7 +232,11 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		if !cfg.Unverified && len(all) == 0 {
 			return nil, fmt.Errorf("algorithm %s has no key: it needs %s", alg, spec.needs)
 		}
-		ak := &algKeys{all: keyArg(all), noKid: keyArg(noKid), byKid: make(map[string]any, len(byKid))}
+		ak := &algKeys{noKid: keyArg(noKid), byKid: make(map[string]any, len(byKid))}
+		ak.withoutKid = ak.noKid
+		if len(noKid) == 0 && len(all) == 1 {
+			ak.withoutKid = all[0]
+		}
 		for kid, keys := range byKid {
 			ak.byKid[kid] = keyArg(keys)
 		}
@@ -337,7 +346,7 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := ak.all
+	keys := ak.withoutKid
 	if h, ok := t.Header["kid"]; ok {
 		kid, ok := h.(string)
 		if !ok {
@@ -350,8 +359,8 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 			return nil, refuse(ErrUnknownKey, "no %s key with kid %.64q", t.Method.Alg(), kid)
 		}
 	}
-	if keys == nil { // only when Unverified, which does not get here
-		return nil, refuse(ErrUnknownKey, "no %s key", t.Method.Alg())
+	if keys == nil { // every key has a kid, and there are several
+		return nil, refuse(ErrUnknownKey, "no %s key for a token without kid (every key has one)", t.Method.Alg())
 	}
 	return keys, nil
 }

@@ -414,7 +414,7 @@ func TestVerifyJWKS(t *testing.T) {
 		{sign(t, jwt.SigningMethodRS256, rsaKey2(), claims(nil), kid("b")), ""},
 		{sign(t, jwt.SigningMethodPS256, rsaKey2(), claims(nil), kid("b")), ""},
 		{sign(t, jwt.SigningMethodES256, p256Key(), claims(nil), kid("b")), ""},
-		{sign(t, jwt.SigningMethodRS256, rsaKey(), claims(nil), nil), ""},                // no kid: every RS256 key is tried
+		{sign(t, jwt.SigningMethodRS256, rsaKey(), claims(nil), nil), "unknown_key"},     // no kid, and every RS256 key has one: none is tried
 		{sign(t, jwt.SigningMethodES256, p256Key2(), claims(nil), nil), ""},              // no kid
 		{sign(t, jwt.SigningMethodES256, p256Key2(), claims(nil), kid("zzz")), ""},       // unknown kid: keys without kid
 		{sign(t, jwt.SigningMethodRS256, rsaKey2(), claims(nil), kid("a")), "signature"}, // kid a is another key
@@ -430,6 +430,35 @@ func TestVerifyJWKS(t *testing.T) {
 	_, err = v.Verify(sign(t, jwt.SigningMethodRS256, rsaKey(), claims(nil), kid("zzz")), t0)
 	if !errors.Is(err, jwtkey.ErrUnknownKey) || !strings.HasSuffix(err.Error(), `no key for token: no RS256 key with kid "zzz"`) {
 		t.Errorf("unknown kid: %v", err)
+	}
+}
+
+// A token without kid is checked with the keys without one, or with the
+// only key of its algorithm; never with every key, so that a forged token
+// costs at most one signature check however many keys a JWKS holds.
+func TestVerifyWithoutKid(t *testing.T) {
+	one, err := jwtkey.ParseJWKS(jwks(with(jwkOf(&rsaKey().PublicKey), "kid", "only")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVerifier(t, jwtkey.Config{Algorithms: []string{"RS256"}, JWKS: one})
+	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, rsaKey(), claims(nil), nil), t0); err != nil {
+		t.Errorf("one key with a kid, a token without: %v", err)
+	}
+	if got := reasonOf(v, sign(t, jwt.SigningMethodRS256, rsaKey2(), claims(nil), nil)); got != "signature" {
+		t.Errorf("one key, a forged token without kid: reason %q, want signature", got)
+	}
+
+	both, err := jwtkey.ParseJWKS(jwks(with(jwkOf(&rsaKey().PublicKey), "kid", "a"), jwkOf(&rsaKey2().PublicKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = newVerifier(t, jwtkey.Config{Algorithms: []string{"RS256"}, JWKS: both})
+	if got := reasonOf(v, sign(t, jwt.SigningMethodRS256, rsaKey(), claims(nil), nil)); got != "signature" {
+		t.Errorf("a token without kid signed by the key with kid a: reason %q, want signature (only the key without kid is tried)", got)
+	}
+	if _, err := v.Verify(sign(t, jwt.SigningMethodRS256, rsaKey2(), claims(nil), nil), t0); err != nil {
+		t.Errorf("a token without kid signed by the key without one: %v", err)
 	}
 }
 
@@ -522,4 +551,10 @@ func TestVerifyConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// reasonOf is the reason v refuses token at t0, "" if it does not.
+func reasonOf(v *jwtkey.Verifier, token string) string {
+	_, err := v.Verify(token, t0)
+	return jwtkey.Reason(err)
 }

@@ -88,6 +88,7 @@ type App struct {
 	geoFile            *geoFile                // its key in geoDatabases, to release
 	geoSeen            geoFile                 // the file as last read, for the file check
 	logger             *zap.Logger
+	ctx                caddy.Context // the config's, for the http app at Start
 	pending            []pendingRule
 	committed          *sync.Once // puts pending in force: at Start, or at the first request if sooner
 	handlers           int        // rate_limit handlers in this config; set while provisioning
@@ -109,6 +110,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // Provision sets defaults.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.ctx = ctx
 	a.committed = new(sync.Once)
 	a.running = new(atomic.Bool)
 	if a.SweepInterval == 0 {
@@ -203,6 +205,7 @@ func (a *App) Validate() error {
 // that fails to load changes nothing), and begins sweeping idle keys.
 func (a *App) Start() error {
 	a.commit()
+	warnSpoofableClientIP(a.ctx, a.logger)
 	if a.cluster != nil && a.node.Load() == nil {
 		n, err := clusters.acquire(*a.cluster, a.logger)
 		if err != nil {

@@ -364,6 +364,7 @@ const dashboardAdmin = `	admin {{.Admin}} {
 	storage file_system {{.Storage}}
 	servers {
 		trusted_proxies static 127.0.0.1/8
+		trusted_proxies_strict
 	}`
 
 // dashboardDefaultCaddyfile is dashboardSite under Caddy's default admin
@@ -372,6 +373,7 @@ const dashboardDefaultCaddyfile = `{
 	{{.Global}}
 	servers {
 		trusted_proxies static 127.0.0.1/8
+		trusted_proxies_strict
 	}
 	rate_limit {
 		geo_header CF-IPCountry

@@ -65,6 +65,7 @@ func geoGlobals(appOptions string) string {
 	{{.Global}}
 	servers {
 		trusted_proxies static 127.0.0.1/8
+		trusted_proxies_strict
 	}
 	rate_limit {
 		` + appOptions + `

@@ -111,6 +111,7 @@ const trustLoopback = `{
 	{{.Global}}
 	servers {
 		trusted_proxies static 127.0.0.1/8
+		trusted_proxies_strict
 	}
 }
 `

@@ -37,6 +37,7 @@ const rulesFileCaddyfile = `{
 	{{.Global}}
 	servers {
 		trusted_proxies static 127.0.0.1/8
+		trusted_proxies_strict
 	}
 	rate_limit {
 		geo_header CF-IPCountry

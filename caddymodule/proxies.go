@@ -7,6 +7,8 @@ package caddymodule
 // an exempt one included.
 
 import (
+	"reflect"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -26,7 +28,7 @@ func warnSpoofableClientIP(ctx caddy.Context, logger *zap.Logger) {
 		return
 	}
 	for name, srv := range httpApp.Servers {
-		if srv.TrustedProxiesRaw == nil || srv.TrustedProxiesStrict > 0 {
+		if srv.TrustedProxiesStrict > 0 || !trustsProxies(srv) {
 			continue
 		}
 		eachHandler(srv.Routes, srv.Errors, func(h *Handler) {
@@ -70,4 +72,16 @@ func eachHandler(routes caddyhttp.RouteList, errors *caddyhttp.HTTPErrorConfig, 
 			}
 		}
 	}
+}
+
+// trustsProxies reports whether srv has trusted_proxies. Caddy empties the
+// exported TrustedProxiesRaw once it has loaded the module, and keeps the
+// module in an unexported field, which reflection may still test for nil
+// (TestSpoofedForwardedFor fails if a Caddy release renames it).
+func trustsProxies(srv *caddyhttp.Server) bool {
+	if srv.TrustedProxiesRaw != nil {
+		return true
+	}
+	f := reflect.ValueOf(srv).Elem().FieldByName("trustedProxies")
+	return f.IsValid() && f.Kind() == reflect.Interface && !f.IsNil()
 }

@@ -86,11 +86,12 @@ type (
 			Window        string  `json:"window"`
 			WindowSeconds float64 `json:"window_seconds"`
 		} `json:"limits"`
-		Keys      int           `json:"keys"`
-		MaxKeys   int           `json:"max_keys"`
-		Evictions uint64        `json:"evictions"`
-		Requests  adminRequests `json:"requests"`
-		Config    struct {
+		Keys             int           `json:"keys"`
+		MaxKeys          int           `json:"max_keys"`
+		Evictions        uint64        `json:"evictions"`
+		EvictionsLimited uint64        `json:"evictions_limited"`
+		Requests         adminRequests `json:"requests"`
+		Config           struct {
 			Name string `json:"name"`
 		} `json:"config"`
 	}

@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 
@@ -87,6 +89,9 @@ func parseDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error)
 		matcher: matcherToken,
 		derived: derivedNames(h.State),
 	}
+	if p.app, err = globalApp(h.Option("rate_limit")); err != nil {
+		return nil, err
+	}
 	handler, err := p.parse(h.Dispenser)
 	if err != nil {
 		return nil, err
@@ -158,6 +163,19 @@ type blockParser struct {
 	site    string          // the site addresses, joined by ","
 	matcher string          // the directive's matcher token, if any
 	derived map[string]bool // names derived in this adaptation so far
+	app     *App            // the global option as written, to check what rules need of it; nil: not known here
+}
+
+// globalApp is the rate_limit global option's value (an empty app if the
+// Caddyfile has none).
+func globalApp(option any) (*App, error) {
+	app := new(App)
+	if opt, ok := option.(httpcaddyfile.App); ok {
+		if err := json.Unmarshal(opt.Value, app); err != nil {
+			return nil, fmt.Errorf("reading the rate_limit global option: %v", err)
+		}
+	}
+	return app, nil
 }
 
 // parse reads the block d is at (the directive's name, before Next).
@@ -188,6 +206,11 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 			}
 			if err := oneArg(d, &handler.RulesFile); err != nil {
 				return nil, err
+			}
+			if !strings.Contains(handler.RulesFile, "{") { // else read at load
+				if _, err := os.Stat(handler.RulesFile); err != nil {
+					return nil, d.Errf("rules_file: %v", err)
+				}
 			}
 			handler.RulesFileNames = p.site
 			if p.matcher != "" && p.matcher != "*" {
@@ -238,6 +261,11 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 		seen[s.rule.Name] = true
 		if err := s.finish(); err != nil {
 			return nil, err
+		}
+		if p.app != nil {
+			if sub, err := p.app.missingFor(&s.rule); err != nil {
+				return nil, errAtToken(s.at(sub), "rule %q: %v", s.rule.Name, err)
+			}
 		}
 		handler.Rules = append(handler.Rules, s.rule)
 	}

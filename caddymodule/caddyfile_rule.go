@@ -55,6 +55,14 @@ func newRuleSpec(start caddyfile.Token) *ruleSpec {
 	return &ruleSpec{start: start, set: make(map[string]caddyfile.Token)}
 }
 
+// at is where subdirective was given, else the rule's first line.
+func (s *ruleSpec) at(subdirective string) caddyfile.Token {
+	if tok, ok := s.set[subdirective]; ok {
+		return tok
+	}
+	return s.start
+}
+
 func (s *ruleSpec) has(subdirective string) bool {
 	_, ok := s.set[subdirective]
 	return ok

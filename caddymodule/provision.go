@@ -146,26 +146,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				return fmt.Errorf("rule %s: %v", r.Name, err)
 			}
 		}
+		if _, err := h.app.missingFor(&r.Rule); err != nil {
+			return fmt.Errorf("rule %s: %v", r.Name, err)
+		}
 		for _, src := range append(ptrs(r.keys), &r.tierSource) {
 			if src.kind == sourceJWT {
-				if h.app.tokens == nil {
-					return fmt.Errorf("rule %s: jwt %s needs the keys that verify tokens: set the global option rate_limit { jwt { … } }", r.Name, src.name)
-				}
 				src.tokens = h.app.tokens
 			}
 		}
-		if r.hasGeo && !h.app.hasCountries() {
-			return fmt.Errorf("rule %s: geo_multiplier needs the client's country: set the global option rate_limit { geoip <database.mmdb> } or { geo_header <name> }", r.Name)
-		}
-		switch {
-		case r.Scope == scopeCluster && h.app.Cluster == nil:
-			return fmt.Errorf("rule %s: scope cluster needs a cluster: set the global option rate_limit { cluster { … } }", r.Name)
-		case h.app.Cluster != nil && r.Scope != scopeNode && r.Store != storeRedis:
+		if h.app.Cluster != nil && r.Scope != scopeNode && r.Store != storeRedis {
 			r.clustered = true
 			r.hash = gossip.KeyHash(r.Name)
-		}
-		if r.Store == storeRedis && h.app.redis == nil {
-			return fmt.Errorf("rule %s: store redis needs a Redis: set the global option rate_limit { store redis { address <host:port> } }", r.Name)
 		}
 		// the in-process limiter: the rule's state, or with store redis
 		// the fallback of on_store_error local

@@ -2,26 +2,21 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
 
-// seedRules is the example of DESIGN.md (EdgeByte YAML rules), unchanged.
-const seedRules = `rate_limit:
-  - path: /api/v1/*
-    limit: 100
-    window: 1m
-    by: user_id
-    burst: 20
-  - path: /api/public/*
-    limit: 1000
-    window: 1m
-    by: ip
-    geo_multiplier:
-      RU: 1.5
-      US: 1.0
-      default: 0.5
-`
+// exampleRules is caddyfile_examples/edgebyte_rules.yaml: the example of
+// docs/DESIGN.md (EdgeByte YAML rules), unchanged, and a rule named login.
+func exampleRules(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := os.ReadFile("../caddyfile_examples/edgebyte_rules.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
 
 func rulesJSON(t *testing.T, rules []Rule) string {
 	t.Helper()
@@ -33,14 +28,15 @@ func rulesJSON(t *testing.T, rules []Rule) string {
 }
 
 func TestRulesFileSeed(t *testing.T) {
-	rules, err := parseRulesFile([]byte(seedRules), "rules.yaml", "api.example.com")
+	rules, err := parseRulesFile(exampleRules(t), "rules.yaml", "api.example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `[{"name":"api.example.com /api/v1/* by user_id","match":[{"path":["/api/v1/*"]}],"limits":[{"count":100,"window":60000000000}],"burst":20,"by":["user_id"]},` +
-		`{"name":"api.example.com /api/public/* by ip","match":[{"path":["/api/public/*"]}],"limits":[{"count":1000,"window":60000000000}],"by":["ip"],"geo_multiplier":{"RU":1.5,"US":1,"default":0.5}}]`
+		`{"name":"api.example.com /api/public/* by ip","match":[{"path":["/api/public/*"]}],"limits":[{"count":1000,"window":60000000000}],"by":["ip"],"geo_multiplier":{"RU":1.5,"US":1,"default":0.5}},` +
+		`{"name":"login","match":[{"path":["/login"]}],"limits":[{"count":5,"window":60000000000},{"count":20,"window":3600000000000}],"by":["ip"],"headers":"both"}]`
 	if got := rulesJSON(t, rules); got != want {
-		t.Errorf("seed rules:\n got %s\nwant %s", got, want)
+		t.Errorf("example rules:\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -131,7 +127,7 @@ func TestRulesFileErrors(t *testing.T) {
 // FuzzRulesFile: random YAML never panics, and what it accepts gives
 // rules that newRule accepts.
 func FuzzRulesFile(f *testing.F) {
-	f.Add([]byte(seedRules))
+	f.Add(exampleRules(f))
 	f.Add([]byte("rate_limit:\n  - limit: [\"20 1s\", \"10000 1d\"]\n    by: [header X, ip/24]\n    geo_multiplier: {RU: 0}\n"))
 	f.Add([]byte("a: &x [*x, *x]\nrate_limit: *x\n"))
 	f.Add([]byte("rate_limit:\n  - {limit: 5 1m, shadow: true, exempt: ::1}\n"))

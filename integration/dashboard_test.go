@@ -342,9 +342,9 @@ const dashboardSite = `
 `
 
 // dashboardCaddyfile is dashboardSite with the admin endpoint set up for a
-// browser as the README says: its own address, and the empty origin of a
-// navigation typed in the address bar; with enforce_origin, the strictest
-// setting.
+// browser as docs/dashboard.md says: its own address, and the empty origin
+// of a navigation typed in the address bar; with enforce_origin, the
+// strictest setting.
 const dashboardCaddyfile = `{
 ` + dashboardAdmin + `
 	rate_limit {
@@ -470,9 +470,9 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
-// takeScreenshots writes the README's pictures: the overview, and the page
-// of rule login with a key looked up, once the background traffic has
-// drawn a minute of charts.
+// takeScreenshots writes docs/dashboard.md's pictures: the overview, and
+// the page of rule login with a key looked up, once the background traffic
+// has drawn a minute of charts.
 func takeScreenshots(t *testing.T, pg *page) {
 	t.Helper()
 	pg.do("the overview", chromedp.Evaluate[chromedp.Void](`location.hash = "#/"`))
@@ -526,11 +526,11 @@ func backgroundTraffic(p *caddyProc, d time.Duration) (stop func()) {
 // TestDashboardDefaultAdmin: under Caddy's default admin settings a
 // browser's own navigation to the admin endpoint is refused (it carries
 // neither Origin nor Referer, and Caddy checks them on every request with
-// Sec-Fetch-Mode); the README says how to allow it. A navigation that
-// carries the endpoint's own address as Referer, as a link from it would,
-// passes: through one, this test checks that the page's own requests —
-// reads, the DELETE of a reset, the PATCH of an edit — pass Caddy's checks
-// under the defaults.
+// Sec-Fetch-Mode); docs/dashboard.md says how to allow it. A navigation
+// that carries the endpoint's own address as Referer, as a link from it
+// would, passes: through one, this test checks that the page's own
+// requests — reads, the DELETE of a reset, the PATCH of an edit — pass
+// Caddy's checks under the defaults.
 func TestDashboardDefaultAdmin(t *testing.T) {
 	p := startCaddy(t, dashboardDefaultCaddyfile)
 	url := "http://" + p.data.Admin + "/rate_limit/ui/"

@@ -299,8 +299,8 @@ func TestRedisHung(t *testing.T) {
 	}
 	// The local limiter is spent: a 200 comes from Redis, which still
 	// holds the first request; the request that timed out was queued in
-	// its socket and may have run when it continued (r=2), as the README
-	// says of a slow Redis.
+	// its socket and may have run when it continued (r=2), as
+	// docs/operations.md says of a slow Redis.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		code, h, _ := p.get(t, "/local/x")
 		if code == 200 {

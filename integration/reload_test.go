@@ -97,7 +97,7 @@ func TestReloadChangingBurstAndHeaders(t *testing.T) {
 	}
 }
 
-// TestReloadAddingBurstOrLimitKeepsCounters checks DESIGN.md's Reloads
+// TestReloadAddingBurstOrLimitKeepsCounters checks docs/DESIGN.md's Reloads
 // contract ("keeps counters of every rule whose name is unchanged") when a
 // reload adds a burst bucket in front of a window, or a second limit: the
 // window's count is the same state before and after.

@@ -13,23 +13,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// seedRulesFile is the EdgeByte rules file of DESIGN.md, unchanged.
-const seedRulesFile = `rate_limit:
-  - path: /api/v1/*
-    limit: 100
-    window: 1m
-    by: user_id
-    burst: 20
-  - path: /api/public/*
-    limit: 1000
-    window: 1m
-    by: ip
-    geo_multiplier:
-      RU: 1.5
-      US: 1.0
-      default: 0.5
-`
-
 // rulesFileCaddyfile authenticates /api/v1/ with basic_auth (users alice
 // and bob, password "secret"), then applies the rules of the file named by
 // EDGELIMIT_RULES; countries come from CF-IPCountry sent by loopback.
@@ -77,12 +60,19 @@ func basicAuth(user string) []string {
 	return []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":secret"))}
 }
 
-// TestRulesFileSeed: the seed's file limits /api/v1/ by user, with a burst
-// of 20 in front of 100 a minute, each user on its own; and /api/public/
-// by client IP at 1000 a minute times the country's factor.
+// TestRulesFileSeed: caddyfile_examples/edgebyte_rules.yaml, whose first
+// two rules are the EdgeByte rules file of docs/DESIGN.md, unchanged,
+// limits /api/v1/ by user, with a burst of 20 in front of 100 a minute,
+// each user on its own; and /api/public/ by client IP at 1000 a minute
+// times the country's factor. Its third rule, login, limits only /login,
+// which this test does not ask for.
 func TestRulesFileSeed(t *testing.T) {
 	t.Parallel()
-	p, _, _ := startRulesFile(t, seedRulesFile)
+	rules, err := os.ReadFile("../caddyfile_examples/edgebyte_rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, _ := startRulesFile(t, string(rules))
 	// 20 back to back (the burst), then one every 0.6 s: 25 requests in
 	// far less than 0.6 s get 20 through.
 	wantStatuses(t, "alice", p.statuses(t, 25, "/api/v1/x", basicAuth("alice")...), seq(20, 200, 5, 429))

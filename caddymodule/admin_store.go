@@ -53,7 +53,9 @@ func serveStoreKey(w http.ResponseWriter, e ruleEntry, st *ruleStore, key string
 	if err != nil {
 		return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
 	}
-	return writeJSON(w, keyViewOf(keyView{Rule: e.name, Key: key, Scale: 1}, &now, &next))
+	v := keyView{Rule: e.name, Scale: 1}
+	v.Key, v.Escaped = jsonKey(key)
+	return writeJSON(w, keyViewOf(v, &now, &next))
 }
 
 // resetStoreKey forgets a key in Redis, and in the rule's in-process

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
@@ -98,6 +99,29 @@ func TestDescribeKeyScale(t *testing.T) {
 		if v.Country != c.country || v.Scale != c.scale || v.Limits[0].Limit != c.limit {
 			t.Errorf("%s tier %q: country %q scale %v limit %d; want %q %v %d",
 				c.key, c.tier, v.Country, v.Scale, v.Limits[0].Limit, c.country, c.scale, c.limit)
+		}
+	}
+}
+
+// A key that is not UTF-8 text is shown percent-escaped, as the admin API
+// takes it in a path, not as U+FFFD (which would hide every such key
+// behind the same text).
+func TestJSONKeyEscapesNonUTF8(t *testing.T) {
+	for i, tc := range []struct {
+		key, want string
+		escaped   bool
+	}{
+		{"client-1", "client-1", false},
+		{"ünïcode/ok", "ünïcode/ok", false},
+		{"\xff\xfeab", "%FF%FEab", true},
+		{"a/\x80", "a%2F%80", true},
+	} {
+		got, escaped := jsonKey(tc.key)
+		if got != tc.want || escaped != tc.escaped {
+			t.Errorf("Test %d: jsonKey(%q) = %q, %v; want %q, %v", i, tc.key, got, escaped, tc.want, tc.escaped)
+		}
+		if back, err := url.PathUnescape(got); tc.escaped && (err != nil || back != tc.key) {
+			t.Errorf("Test %d: %q does not unescape to the key: %q, %v", i, got, back, err)
 		}
 	}
 }

@@ -2,8 +2,10 @@ package caddymodule
 
 import (
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
@@ -46,8 +48,10 @@ type limitView struct {
 // now, at the scale its country gives (when the rule has geo_multiplier
 // and the key is an address or prefix the database places).
 type keyView struct {
-	Rule    string `json:"rule"`
-	Key     string `json:"key"`
+	Rule string `json:"rule"`
+	Key  string `json:"key"`
+	// Escaped is true if Key is shown percent-escaped (see topKey).
+	Escaped bool   `json:"escaped,omitempty"`
 	Country string `json:"country,omitempty"`
 	// Tier is the tier the limits are shown at (?tier=NAME); the rule's
 	// own limits without one, as a tier is a request's, not a key's.
@@ -82,7 +86,11 @@ type topKeysView struct {
 }
 
 type topKey struct {
-	Key       string `json:"key"`
+	Key string `json:"key"`
+	// Escaped is true if Key is not UTF-8 text, and is shown
+	// percent-escaped, as GET …/keys/{key} takes it (JSON would show
+	// every such byte as U+FFFD).
+	Escaped   bool   `json:"escaped,omitempty"`
 	Count     uint64 `json:"count"`
 	Error     uint64 `json:"error"`
 	Truncated bool   `json:"truncated,omitempty"`
@@ -90,8 +98,18 @@ type topKey struct {
 
 func (v *topKeysView) addEntries(es []topkeys.Entry) {
 	for _, e := range es {
-		v.Keys = append(v.Keys, topKey{Key: e.Key, Count: e.Count, Error: e.Error, Truncated: e.Truncated})
+		key, escaped := jsonKey(e.Key)
+		v.Keys = append(v.Keys, topKey{Key: key, Escaped: escaped, Count: e.Count, Error: e.Error, Truncated: e.Truncated})
 	}
+}
+
+// jsonKey is a key as the admin API shows it: as it is if it is UTF-8
+// text, else percent-escaped as a path segment, and true.
+func jsonKey(key string) (string, bool) {
+	if utf8.ValidString(key) {
+		return key, false
+	}
+	return url.PathEscape(key), true
 }
 
 // resetView is DELETE …/keys/{key}.
@@ -138,7 +156,8 @@ func describeRule(e ruleEntry) ruleView {
 }
 
 func describeKey(e ruleEntry, key, tier string) keyView {
-	v := keyView{Rule: e.name, Key: key, Tier: tier, Scale: 1}
+	v := keyView{Rule: e.name, Tier: tier, Scale: 1}
+	v.Key, v.Escaped = jsonKey(key)
 	if len(e.rule.GeoMultiplier) > 0 {
 		code, ok := countryOfKey(key)
 		v.Country = code

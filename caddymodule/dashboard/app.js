@@ -71,7 +71,9 @@ async function call(method, url, body, headers = {}) {
 
 const seg = encodeURIComponent; // a rule name or key as one path segment
 const ruleURL = (rule, rest = "") => new URL(`rules/${seg(rule)}${rest}`, api);
-const keyURL = (rule, key) => ruleURL(rule, `/keys/${seg(key)}`);
+// escaped: the key is the admin API's percent-escaped form of one that is
+// not UTF-8 text, already a path segment.
+const keyURL = (rule, key, escaped) => ruleURL(rule, `/keys/${escaped ? key : seg(key)}`);
 
 const num = (n) => Number(n).toLocaleString("en-US");
 const rate = (r) => (r >= 10 ? Math.round(r).toString() : String(+r.toFixed(2)));
@@ -318,7 +320,7 @@ function renderRule(now) {
     const view = state.top && state.top[by];
     const rows = view ? view.keys.map((k) =>
       el("tr", {},
-        el("td", {}, el("button", { type: "button", class: "link", onclick: () => lookupKey(k.key) }, showKey(k.key))),
+        el("td", {}, el("button", { type: "button", class: "link", onclick: () => lookupKey(k.key, undefined, k.escaped) }, showKey(k.key))),
         el("td", { class: "num", title: k.error ? `between ${num(k.count - k.error)} and ${num(k.count)}` : null },
           k.error ? `≤ ${num(k.count)}` : num(k.count)))) : [];
     if (view && !rows.length) rows.push(el("tr", {}, el("td", { colspan: 2, class: "note" }, by === "denied" ? "no denials" : "no requests")));
@@ -339,21 +341,21 @@ async function refreshTop() {
 
 // readKey reads a key's state: {rule, key, view}, or {rule, key, missing}
 // with "" when the rule holds no state for it (never seen, or reset).
-async function readKey(rule, key) {
+async function readKey(rule, key, escaped) {
   try {
-    return { rule, key, view: (await call("GET", keyURL(rule, key))).data };
+    return { rule, key, escaped, view: (await call("GET", keyURL(rule, key, escaped))).data };
   } catch (e) {
-    return { rule, key, missing: e.status === 404 ? "" : e.message };
+    return { rule, key, escaped, missing: e.status === 404 ? "" : e.message };
   }
 }
 
 // lookupKey shows a key's state on the rule's page, with a note above it;
 // the page then reads it again at every poll.
-async function lookupKey(key, note) {
+async function lookupKey(key, note, escaped) {
   const rule = state.view.rule;
   $("key-input").value = key;
   if (!key) return;
-  const k = await readKey(rule, key);
+  const k = await readKey(rule, key, escaped);
   if (state.view.rule !== rule) return;
   state.key = { ...k, note };
   renderKey(currentRule());
@@ -397,17 +399,17 @@ function renderKey(r) {
 }
 
 async function resetKey() {
-  const { rule, key } = state.key;
+  const { rule, key, escaped } = state.key;
   const everywhere = state.cluster && state.cluster.enabled ? " on every node of the cluster" : "";
   if (!confirm(`Reset key ${showKey(key)} of rule ${rule}${everywhere}? Its counters start afresh.`)) return;
   let note;
   try {
-    const { data } = await call("DELETE", keyURL(rule, key));
+    const { data } = await call("DELETE", keyURL(rule, key, escaped));
     note = `Key reset${data.cluster ? " on every node" : ""}.` + (data.cluster_error ? ` Some nodes were not reached: ${data.cluster_error}` : "");
   } catch (e) {
     note = `The reset failed: ${e.message}`;
   }
-  await Promise.all([lookupKey(key, note), refreshTop()]);
+  await Promise.all([lookupKey(key, note, escaped), refreshTop()]);
   render();
 }
 
@@ -593,7 +595,7 @@ async function tick() {
   try {
     const [ov, cl] = await Promise.all([call("GET", api), call("GET", new URL("cluster", api))]);
     const k = state.view.page === "rule" && state.key;
-    const [key] = await Promise.all([k ? readKey(k.rule, k.key) : null, state.view.page === "rule" ? refreshTop() : null]);
+    const [key] = await Promise.all([k ? readKey(k.rule, k.key, k.escaped) : null, state.view.page === "rule" ? refreshTop() : null]);
     if (me !== ticks) return;
     state.overview = ov.data;
     state.cluster = cl.data;

@@ -5,8 +5,8 @@
 //	go run ./cmd/bench
 //
 // Stages, in order (-only picks some; the others' last results are read
-// from results/, or if there are none there, their subsections of
-// BENCHMARKS.md are left as they are):
+// from results/, or if some stage has none there, the other stages'
+// subsections of BENCHMARKS.md are left as they are):
 //
 //	micro     limiter microbenchmarks: edgelimit's algorithms, x/time/rate,
 //	          httprate, uber ratelimit (package limiters), and the handler
@@ -96,12 +96,10 @@ func main() {
 
 	var res results
 	saved := filepath.Join(resultsDir, "results.json")
-	loaded := false
 	if data, err := os.ReadFile(saved); err == nil && *only != "" {
 		if err := json.Unmarshal(data, &res); err != nil {
 			log.Fatalf("%s: %v", saved, err)
 		}
-		loaded = true
 	}
 	if res.Took == nil {
 		res.Took = map[string]time.Duration{}
@@ -182,15 +180,18 @@ func main() {
 	if err := os.WriteFile(saved, data, 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if *only != "" && !loaded {
-		// No saved results for the other stages: rewrite only what ran.
-		var ran []string
-		for _, s := range stages {
-			if run[s] {
-				ran = append(ran, s)
-			}
+	var ran, missing []string
+	for _, s := range stages {
+		if run[s] {
+			ran = append(ran, s)
 		}
-		log.Printf("no %s: rewriting only the sections of %s in %s", saved, strings.Join(ran, ", "), *out)
+		if _, ok := res.Ran[s]; !ok {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		// No results for some stages: rewrite only what ran.
+		log.Printf("%s has no results of %s: rewriting only the sections of %s in %s", saved, strings.Join(missing, ", "), strings.Join(ran, ", "), *out)
 		if err := spliceReport(*out, &res, ran); err != nil {
 			log.Fatal(err)
 		}

@@ -18,6 +18,9 @@
 //	          cluster, or in Redis (redis-server installed when missing)
 //	memory    RSS and live heap per key, end to end
 //	exact     admitted count under 64 concurrent connections, limit 1000
+//	boundary  the most each algorithm admits within one window to a client
+//	          timing its bursts at the windows' edges, and what an honest
+//	          client sending at the limit's rate gets
 //
 // The stages under wrk need it, stores needs redis-server: it installs
 // Debian's packages when they are missing.
@@ -48,13 +51,14 @@ type results struct {
 	Stores   []storeRow
 	Memory   []memoryRow
 	Exact    []exactRow
+	Boundary []boundaryRow
 	Took     map[string]time.Duration
 	// Ran is when each stage last ran (UTC): stages rerun with -only
 	// are newer than the rest.
 	Ran map[string]string `json:",omitempty"`
 }
 
-var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact"}
+var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact", "boundary"}
 
 func main() {
 	only := flag.String("only", "", "comma-separated stages to run ("+strings.Join(stages, ",")+"); the rest come from results/")
@@ -127,8 +131,11 @@ func main() {
 		count, benchtime = "1", "50ms"
 	}
 
-	if run["e2e"] || run["stores"] || run["memory"] || run["exact"] {
+	switch {
+	case run["e2e"] || run["stores"] || run["memory"] || run["exact"]:
 		stage(res.Took, "build", func() error { return build(binDir, plain, edgelimit, ratelimit) })
+	case run["boundary"]:
+		stage(res.Took, "build", func() error { return build(binDir, edgelimit) })
 	}
 	if run["micro"] {
 		stage(res.Took, "micro", func() (err error) {
@@ -172,6 +179,12 @@ func main() {
 	if run["exact"] {
 		stage(res.Took, "exact", func() (err error) {
 			res.Exact, err = runExact(binDir, work)
+			return err
+		})
+	}
+	if run["boundary"] {
+		stage(res.Took, "boundary", func() (err error) {
+			res.Boundary, err = runBoundary(binDir, work)
 			return err
 		})
 	}

@@ -68,6 +68,7 @@ var sections = []struct {
 }{
 	{"micro", microSection}, {"micro", handlerSection}, {"accuracy", accuracySection}, {"e2e", e2eSection},
 	{"stores", storesSection}, {"memory", memorySection}, {"exact", exactSections},
+	{"boundary", boundarySection},
 }
 
 // rerunLine is the header's list of the stages rerun with -only.

@@ -91,3 +91,43 @@ func TestCallsPer100(t *testing.T) {
 		t.Fatalf("callsPer100 %s, want 10.0", got)
 	}
 }
+
+// TestSpliceReport: a -only run without saved results rewrites its own
+// subsections (replaced where they are, appended if new) and its date in
+// the list of reruns, and leaves the rest of the generated section as it
+// was.
+func TestSpliceReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	head := "# Benchmarks\n\n" + beginMark + "\n## Side by side with the peers\n\nTime taken: 20m (build 2s).\n\n"
+	micro := "### Limiter microbenchmarks\n\nold micro figures\n\n"
+	exact := "### Exactness under concurrency\n\nold exact figures\n\n"
+	tail := endMark + "\n\n## By hand\n"
+	os.WriteFile(path, []byte(head+micro+exact+tail), 0o644)
+	res := &results{
+		Exact:  []exactRow{{Bin: edgelimit, Admitted: []int64{1000}}},
+		Memory: []memoryRow{{Name: "edgelimit sliding_window"}},
+		Ran:    map[string]string{"exact": "2026-12-01 10:00 UTC", "memory": "2026-12-01 10:00 UTC"},
+	}
+	if err := spliceReport(path, res, []string{"memory", "exact"}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	text := string(data)
+	rerun := "Stages rerun since with `-only` (the code then, the rest as of the date above): memory 2026-12-01 10:00 UTC, exact 2026-12-01 10:00 UTC.\n\n"
+	if !strings.HasPrefix(text, head+rerun+micro+"### Exactness under concurrency\n") || strings.Contains(text, "old exact") ||
+		!strings.Contains(text, "| edgelimit | [1000] |") || !strings.Contains(text, "\n\n### Memory per key") || !strings.HasSuffix(text, "\n\n"+tail) {
+		t.Fatalf("first splice:\n%s", text)
+	}
+
+	res.Exact[0].Admitted = []int64{999}
+	res.Ran = map[string]string{"exact": "2026-12-01 11:00 UTC"}
+	if err := spliceReport(path, res, []string{"exact"}); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(path)
+	text = string(data)
+	if strings.Count(text, "### Exactness") != 1 || strings.Count(text, "### Memory") != 1 || !strings.Contains(text, "| [999] |") ||
+		!strings.Contains(text, "date above): memory 2026-12-01 10:00 UTC, exact 2026-12-01 11:00 UTC.\n") || !strings.HasSuffix(text, "\n\n"+tail) {
+		t.Fatalf("second splice:\n%s", text)
+	}
+}

@@ -44,10 +44,11 @@ func (b binary) path(binDir string) string {
 	return filepath.Join(binDir, name)
 }
 
-// build compiles the three binaries of this module into binDir.
-func build(binDir string) error {
-	for _, cmd := range []string{"caddy-plain", "caddy-edgelimit", "caddy-ratelimit"} {
-		c := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "./cmd/"+cmd)
+// build compiles bins, Caddy binaries of this module, into binDir.
+func build(binDir string, bins ...binary) error {
+	for _, b := range bins {
+		cmd := filepath.Base(b.path(binDir))
+		c := exec.Command("go", "build", "-o", b.path(binDir), "./cmd/"+cmd)
 		c.Stdout, c.Stderr = os.Stderr, os.Stderr
 		if err := c.Run(); err != nil {
 			return fmt.Errorf("building %s: %w", cmd, err)

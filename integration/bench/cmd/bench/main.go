@@ -5,7 +5,8 @@
 //	go run ./cmd/bench
 //
 // Stages, in order (-only picks some; the others' last results are read
-// from results/):
+// from results/, or if some stage has none there, the other stages'
+// subsections of BENCHMARKS.md are left as they are):
 //
 //	micro     limiter microbenchmarks: edgelimit's algorithms, x/time/rate,
 //	          httprate, uber ratelimit (package limiters), and the handler
@@ -17,8 +18,12 @@
 //	          cluster, or in Redis (redis-server installed when missing)
 //	memory    RSS and live heap per key, end to end
 //	exact     admitted count under 64 concurrent connections, limit 1000
+//	boundary  the most each algorithm admits within one window to a client
+//	          timing its bursts at the windows' edges, and what an honest
+//	          client sending at the limit's rate gets
 //
-// It needs wrk and redis-server, and installs Debian's packages when they are missing.
+// The stages under wrk need it, stores needs redis-server: it installs
+// Debian's packages when they are missing.
 package main
 
 import (
@@ -46,13 +51,14 @@ type results struct {
 	Stores   []storeRow
 	Memory   []memoryRow
 	Exact    []exactRow
+	Boundary []boundaryRow
 	Took     map[string]time.Duration
 	// Ran is when each stage last ran (UTC): stages rerun with -only
 	// are newer than the rest.
 	Ran map[string]string `json:",omitempty"`
 }
 
-var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact"}
+var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact", "boundary"}
 
 func main() {
 	only := flag.String("only", "", "comma-separated stages to run ("+strings.Join(stages, ",")+"); the rest come from results/")
@@ -75,8 +81,10 @@ func main() {
 		run[s] = true
 	}
 
-	if err := ensureWrk(); err != nil {
-		log.Fatal(err)
+	if run["e2e"] || run["stores"] || run["memory"] {
+		if err := ensureWrk(); err != nil {
+			log.Fatal(err)
+		}
 	}
 	resultsDir, _ := filepath.Abs("results")
 	binDir := filepath.Join(resultsDir, "bin")
@@ -123,8 +131,11 @@ func main() {
 		count, benchtime = "1", "50ms"
 	}
 
-	if run["e2e"] || run["stores"] || run["memory"] || run["exact"] {
-		stage(res.Took, "build", func() error { return build(binDir) })
+	switch {
+	case run["e2e"] || run["stores"] || run["memory"] || run["exact"]:
+		stage(res.Took, "build", func() error { return build(binDir, plain, edgelimit, ratelimit) })
+	case run["boundary"]:
+		stage(res.Took, "build", func() error { return build(binDir, edgelimit) })
 	}
 	if run["micro"] {
 		stage(res.Took, "micro", func() (err error) {
@@ -171,12 +182,33 @@ func main() {
 			return err
 		})
 	}
+	if run["boundary"] {
+		stage(res.Took, "boundary", func() (err error) {
+			res.Boundary, err = runBoundary(binDir, work)
+			return err
+		})
+	}
 
 	data, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.WriteFile(saved, data, 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if err := writeReport(*out, &res); err != nil {
+	var ran, missing []string
+	for _, s := range stages {
+		if run[s] {
+			ran = append(ran, s)
+		}
+		if _, ok := res.Ran[s]; !ok {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		// No results for some stages: rewrite only what ran.
+		log.Printf("%s has no results of %s: rewriting only the sections of %s in %s", saved, strings.Join(missing, ", "), strings.Join(ran, ", "), *out)
+		if err := spliceReport(*out, &res, ran); err != nil {
+			log.Fatal(err)
+		}
+	} else if err := writeReport(*out, &res); err != nil {
 		log.Fatal(err)
 	}
 	log.Printf("wrote %s (results in %s)", *out, saved)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -53,14 +54,108 @@ func report(res *results) string {
 		p("Stages rerun since with `-only` (the code then, the rest as of the date above): %s.\n\n", reran)
 	}
 
-	microSection(p, res)
-	handlerSection(p, res)
-	accuracySection(p, res)
-	e2eSection(p, res)
-	storesSection(p, res)
-	memorySection(p, res)
-	exactSections(p, res)
+	for _, s := range sections {
+		s.write(p, res)
+	}
 	return b.String()
+}
+
+// sections are the generated section's subsections, in order, each with
+// the stage whose results it shows.
+var sections = []struct {
+	stage string
+	write func(printer, *results)
+}{
+	{"micro", microSection}, {"micro", handlerSection}, {"accuracy", accuracySection}, {"e2e", e2eSection},
+	{"stores", storesSection}, {"memory", memorySection}, {"exact", exactSections},
+	{"boundary", boundarySection},
+}
+
+// rerunLine is the header's list of the stages rerun with -only.
+var rerunLine = regexp.MustCompile("(?m)^Stages rerun since with `-only` \\(the code then, the rest as of the date above\\): (.*)\\.$")
+
+// spliceReport rewrites, within path's generated section, only the
+// subsections of the stages in ran (each from its "### " heading to the
+// next heading; one not there yet goes last), and their dates in the
+// header's list of stages rerun; the rest of the section is left as it
+// is. It is for a -only run without the saved results of the other stages
+// (results/ is not in the repository, so a fresh checkout has none):
+// writeReport would drop their figures.
+func spliceReport(path string, res *results, ran []string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	text := string(old)
+	i, j := strings.Index(text, beginMark), strings.Index(text, endMark)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no generated section to splice into: run every stage", path)
+	}
+	block := text[i:j]
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	for _, s := range sections {
+		if slices.Contains(ran, s.stage) {
+			s.write(p, res)
+		}
+	}
+	for _, sub := range subsections(b.String()) {
+		heading := sub[:strings.Index(sub, "\n")+1]
+		at := strings.Index(block, "\n"+heading)
+		if at < 0 {
+			block += sub
+			continue
+		}
+		at++
+		end := len(block)
+		for _, next := range []string{"\n### ", "\n## "} {
+			if k := strings.Index(block[at+len(heading):], next); k >= 0 {
+				end = min(end, at+len(heading)+k+1)
+			}
+		}
+		block = block[:at] + sub + block[end:]
+	}
+	dates := map[string]string{}
+	if m := rerunLine.FindStringSubmatch(block); m != nil {
+		for _, e := range strings.Split(m[1], ", ") {
+			if stage, at, ok := strings.Cut(e, " "); ok {
+				dates[stage] = at
+			}
+		}
+	}
+	for _, s := range ran {
+		dates[s] = res.Ran[s]
+	}
+	var list []string
+	for _, s := range stages {
+		if at, ok := dates[s]; ok {
+			list = append(list, s+" "+at)
+		}
+	}
+	line := "Stages rerun since with `-only` (the code then, the rest as of the date above): " + strings.Join(list, ", ") + "."
+	if rerunLine.MatchString(block) {
+		block = rerunLine.ReplaceAllLiteralString(block, line)
+	} else if k := strings.Index(block, "Time taken: "); k >= 0 {
+		if e := strings.Index(block[k:], "\n\n"); e >= 0 {
+			block = block[:k+e+2] + line + "\n\n" + block[k+e+2:]
+		}
+	}
+	return os.WriteFile(path, []byte(text[:i]+block+text[j:]), 0o644)
+}
+
+// subsections splits generated Markdown at its "### " headings.
+func subsections(md string) []string {
+	var out []string
+	for md != "" {
+		k := strings.Index(md[1:], "\n### ")
+		if k < 0 {
+			out = append(out, md)
+			break
+		}
+		out = append(out, md[:k+2])
+		md = md[k+2:]
+	}
+	return out
 }
 
 type printer func(format string, args ...any)

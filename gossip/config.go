@@ -45,8 +45,10 @@ type Config struct {
 	// longer than its GossipToTheDeadTime (30 s). Default 2s: a long
 	// partition heals within about that once the network does.
 	Rejoin time.Duration
-	// Logger receives memberlist's logs, which are chatty. Default:
-	// discarded.
+	// Logger receives memberlist's logs, which are chatty. Lines that
+	// tell of a packet or stream dropped are counted in Stats.Dropped and
+	// sampled: the first of each reason, then at most one a second per
+	// reason, saying how many were not logged. Default: discarded.
 	Logger *log.Logger
 
 	// Tune, if set, may change memberlist's configuration last, after New

@@ -42,9 +42,13 @@ type Stats struct {
 	BytesReceived    uint64
 	ReportsReceived  uint64 // report parts handed to onReport
 	ResetsReceived   uint64 // resets handed to onReset
-	// Dropped counts received messages dropped, by reason: the decoding
-	// reasons of Reason ("version", "type", "truncated", "too_large",
-	// "trailing") and "overflow" when the callbacks fall behind.
+	// Dropped counts packets, streams and messages received and dropped,
+	// by reason: memberlist's "label" (not the cluster's label),
+	// "decrypt" (not sent with a key of the cluster), "decode" and
+	// "empty" (a stream that ended before its first byte); the
+	// decoding reasons of Reason ("version", "type", "truncated",
+	// "too_large", "trailing"), memberlist's too; "overflow" when
+	// memberlist's queue or the callbacks fall behind; "other".
 	Dropped      map[string]uint64
 	JoinAttempts uint64
 	JoinFailures uint64
@@ -64,6 +68,7 @@ type Cluster struct {
 	interval time.Duration
 	rejoin   time.Duration
 	logger   *log.Logger
+	droplog  *dropLog // memberlist's logger writes here
 
 	onReport func(Report)
 	onReset  func(rule, key string)
@@ -134,7 +139,24 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 		return nil, fmt.Errorf("gossip: label of %d bytes, the most is %d", len(cfg.Label), memberlist.LabelMaxSize)
 	}
 
-	nt, err := newNetTransport(host, port, logger)
+	c := &Cluster{
+		interval: cfg.SyncInterval,
+		rejoin:   cfg.Rejoin,
+		logger:   logger,
+		onReport: onReport,
+		onReset:  onReset,
+		inbox:    make(chan inbound, inboxSize),
+		alive:    make(map[string]memberlist.Node),
+		gone:     make(map[string]Member),
+		left:     make(map[string]time.Time),
+		done:     make(chan struct{}),
+	}
+	// memberlist and its transport log what they drop: count it, and
+	// sample the lines (see droplog.go).
+	c.droplog = newDropLog(logger, c.drop)
+	mlLogger := log.New(c.droplog, "", 0)
+
+	nt, err := newNetTransport(host, port, mlLogger)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: bind %q: %w", cfg.Bind, err)
 	}
@@ -147,20 +169,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 		_ = nt.Shutdown()
 		return nil, fmt.Errorf("gossip: node name of %d bytes, the most is %d", len(cfg.NodeName), MaxNodeName)
 	}
-
-	c := &Cluster{
-		name:     cfg.NodeName,
-		interval: cfg.SyncInterval,
-		rejoin:   cfg.Rejoin,
-		logger:   logger,
-		onReport: onReport,
-		onReset:  onReset,
-		inbox:    make(chan inbound, inboxSize),
-		alive:    make(map[string]memberlist.Node),
-		gone:     make(map[string]Member),
-		left:     make(map[string]time.Time),
-		done:     make(chan struct{}),
-	}
+	c.name = cfg.NodeName
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeName
@@ -182,8 +191,9 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 	mc.EnableCompression = false
 	mc.Delegate = delegate{c}
 	mc.Events = events{c}
-	mc.Logger = logger
-	var tr memberlist.NodeAwareTransport = nt
+	mc.Logger = mlLogger
+	watch := newStreamWatch(nt, c.droplog.emptyStream)
+	var tr memberlist.NodeAwareTransport = watch
 	if cfg.WrapTransport != nil {
 		tr = cfg.WrapTransport(tr)
 	}
@@ -195,7 +205,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
-		_ = nt.Shutdown()
+		_ = watch.Shutdown()
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
 	c.ml = ml

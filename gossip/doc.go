@@ -86,6 +86,21 @@
 // one network apart. New refuses to start without a key unless it binds
 // a loopback address.
 //
+// memberlist drops what fails its checks (no label or another one, failed
+// decryption, a message it cannot decode) with nothing but a log line.
+// The logger New gives it classifies those lines (droplog.go, after
+// memberlist v0.7.0's messages) and counts each drop once in
+// Stats.Dropped by reason, and samples them with this package's own
+// drops: the first line of a reason, then at most one a second, which
+// says how many were not logged. Junk on the gossip port costs a few log
+// lines a second, not one a packet. A stream that ends before its first
+// byte is counted "empty" (streamwatch.go): port scans make them, and so
+// does a member under load whose TCP ping gives up. A stream that
+// carries the label and ends before its first message is dropped by
+// memberlist without a line, and is not counted; a memberlist that words
+// its lines otherwise would pass them as they are, uncounted
+// (TestJunkOnGossipPort would fail).
+//
 // # Not guaranteed
 //
 // Delivery of reports (UDP, no retry), their order, or that every node

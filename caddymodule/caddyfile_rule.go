@@ -230,15 +230,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		r.MaxDelay = caddy.Duration(delay)
 
 	case "max_held":
-		var arg string
-		if err := oneArg(d, &arg); err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(arg)
-		if err != nil || n < 1 {
-			return d.Errf("max_held %s: must be a whole number of at least 1", arg)
-		}
-		r.MaxHeld = n
+		return countArg(d, &r.MaxHeld)
 
 	case "by":
 		words, err := parseBy(d)
@@ -306,15 +298,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		return parseJitter(d, r)
 
 	case "max_keys":
-		var arg string
-		if err := oneArg(d, &arg); err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(arg)
-		if err != nil || n < 1 {
-			return d.Errf("max_keys %s: must be a whole number of at least 1", arg)
-		}
-		r.MaxKeys = n
+		return countArg(d, &r.MaxKeys)
 
 	case "problem_json":
 		return flagArg(d, &r.ProblemJSON)
@@ -451,6 +435,22 @@ func flagArg(d *caddyfile.Dispenser, dst *bool) error {
 		return d.ArgErr()
 	}
 	*dst = true
+	return nil
+}
+
+// countArg reads the one argument of the subdirective d is at, a whole
+// number of at least 1, into n.
+func countArg(d *caddyfile.Dispenser, n *int) error {
+	sub := d.Val()
+	var arg string
+	if err := oneArg(d, &arg); err != nil {
+		return err
+	}
+	v, err := strconv.Atoi(arg)
+	if err != nil || v < 1 {
+		return d.Errf("%s %s: must be a whole number of at least 1", sub, arg)
+	}
+	*n = v
 	return nil
 }
 

@@ -263,7 +263,7 @@ func (ru *rule) costOf(repl *caddy.Replacer) (int64, error) {
 // line, and a 429: an error for handle_errors when the server has such
 // routes, a problem+json body with problem_json, else the bare status.
 func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, cost int64, d *limiter.Decision, country string) error {
-	wait := d.RetryAfter
+	wait := denialWait(d, cost)
 	if ru.RetryJitter > 0 {
 		wait += time.Duration(rand.Float64() * ru.RetryJitter * float64(wait))
 	}

@@ -100,6 +100,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				ru.stats.decided(key, cost, false, false)
 				h.undo(w.Header(), r, &took, now)
 				w.Header().Set("Retry-After", "1")
+				if ru.ProblemJSON {
+					return writeUnavailable(w, 1)
+				}
 				return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("rate limit %s: store unavailable (on_store_error fail_closed)", ru.Name))
 			}
 		} else {

@@ -273,6 +273,7 @@ func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *c
 	secs := max(1, ceilSeconds(wait))
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	repl.Set("http.rate_limit.rule", ru.Name)
+	repl.Set("http.rate_limit.exceeded.name", ru.Name) // caddy-ratelimit's name for it
 	repl.Set("http.rate_limit.key", shownKey(key))
 	repl.Set("http.rate_limit.retry_after", secs)
 	h.logDenial(ru, r, key, d, country, false)

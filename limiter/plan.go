@@ -184,8 +184,15 @@ func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost in
 		}
 	}
 	if p.burstW != 0 {
-		q := &d.Quotas[p.burstAt]
-		q.Remaining = min(q.Remaining, burst.quota.Remaining)
+		// the window and its burst bucket report as one: the fewer units
+		// left, and the time the binding one frees its next (both on a tie)
+		q, b := &d.Quotas[p.burstAt], &burst.quota
+		switch {
+		case b.Remaining < q.Remaining:
+			q.Remaining, q.Effective = b.Remaining, b.Effective
+		case b.Remaining == q.Remaining:
+			q.Effective = max(q.Effective, b.Effective)
+		}
 	}
 	if cost == 0 { // takes nothing, so nothing can deny it
 		d.Allowed, d.RetryAfter = true, 0
@@ -304,7 +311,7 @@ func (p *plan) depth(c int64, scale float64) int64 {
 func (p *plan) blocked(d *Decision) {
 	d.Allowed = false
 	for i, lp := range p.limits {
-		d.Quotas[i] = Quota{Window: time.Duration(lp.w)}
+		d.Quotas[i] = Quota{Window: time.Duration(lp.w), Effective: time.Duration(lp.w)}
 	}
 	d.RetryAfter = time.Duration(p.longest)
 }

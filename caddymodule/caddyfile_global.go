@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net"
 	"strconv"
@@ -316,9 +315,8 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 		if bind == "" {
 			bind = gossip.DefaultBind
 		}
-		host, _, _ := net.SplitHostPort(bind)
-		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			return nil, errAtToken(start, "cluster: bind %s: a secret_key is required to bind beyond loopback, or cluster traffic would be unauthenticated and in clear", bind)
+		if err := gossip.CheckBind(bind, 0); err != nil {
+			return nil, errAtToken(start, "cluster: bind %s: %v", bind, err)
 		}
 	}
 	return cfg, nil
@@ -346,12 +344,8 @@ func secretKeyArg(d *caddyfile.Dispenser, i int, key string) error {
 	if strings.Contains(key, "{") {
 		return nil
 	}
-	raw, err := base64.StdEncoding.DecodeString(key)
-	if err != nil {
-		return d.Errf("cluster secret_key %d: not base64 (generate a key with: head -c 32 /dev/urandom | base64)", i+1)
-	}
-	if n := len(raw); n != 16 && n != 24 && n != 32 {
-		return d.Errf("cluster secret_key %d: %d bytes, want 16, 24 or 32 (generate a key with: head -c 32 /dev/urandom | base64)", i+1, n)
+	if _, err := parseSecretKey(i, key); err != nil {
+		return d.Errf("%v", err)
 	}
 	return nil
 }

@@ -77,9 +77,6 @@ const (
 	partitionFailClosed = "fail_closed"
 )
 
-// defaultSyncInterval is the default of sync_interval.
-const defaultSyncInterval = 100 * time.Millisecond
-
 // clusterSettings is a ClusterConfig with its placeholders replaced and
 // its values parsed: what a cluster node is built from.
 type clusterSettings struct {
@@ -114,18 +111,14 @@ func (c *ClusterConfig) settings() (clusterSettings, error) {
 		g.Join = append(g.Join, j)
 	}
 	for i, k := range c.SecretKeys {
-		raw, err := base64.StdEncoding.DecodeString(repl.ReplaceKnown(k, ""))
+		raw, err := parseSecretKey(i, repl.ReplaceKnown(k, ""))
 		if err != nil {
-			return s, fmt.Errorf("cluster secret_key %d: not base64: %v", i+1, err)
-		}
-		if n := len(raw); n != 16 && n != 24 && n != 32 {
-			return s, fmt.Errorf("cluster secret_key %d: %d bytes, want 16, 24 or 32 (generate one with: head -c 32 /dev/urandom | base64)", i+1, n)
+			return s, err
 		}
 		g.SecretKeys = append(g.SecretKeys, raw)
 	}
-	host, _, _ := net.SplitHostPort(g.Bind)
-	if ip := net.ParseIP(host); len(g.SecretKeys) == 0 && (ip == nil || !ip.IsLoopback()) {
-		return s, fmt.Errorf("cluster bind %s: a secret_key is required to bind beyond loopback, or cluster traffic would be unauthenticated and in clear", g.Bind)
+	if err := gossip.CheckBind(g.Bind, len(g.SecretKeys)); err != nil {
+		return s, fmt.Errorf("cluster bind %s: %v", g.Bind, err)
 	}
 	g.NodeName = repl.ReplaceKnown(c.NodeName, "")
 	g.Label = c.Label
@@ -134,7 +127,7 @@ func (c *ClusterConfig) settings() (clusterSettings, error) {
 		return s, fmt.Errorf("cluster sync_interval %s: must be positive", g.SyncInterval)
 	}
 	if g.SyncInterval == 0 {
-		g.SyncInterval = defaultSyncInterval
+		g.SyncInterval = gossip.DefaultSyncInterval
 	}
 	switch c.OnPartition {
 	case "", partitionLocalShare:
@@ -433,4 +426,17 @@ func (m memberlistLog) Write(p []byte) (int, error) {
 		ce.Write()
 	}
 	return len(p), nil
+}
+
+// parseSecretKey decodes the i-th (from 0) key of secret_key: base64 of
+// 16, 24 or 32 bytes. Errors do not quote the key.
+func parseSecretKey(i int, key string) ([]byte, error) {
+	raw, err := base64.StdEncoding.DecodeString(key)
+	if err != nil {
+		return nil, fmt.Errorf("cluster secret_key %d: not base64 (generate a key with: head -c 32 /dev/urandom | base64)", i+1)
+	}
+	if n := len(raw); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("cluster secret_key %d: %d bytes, want 16, 24 or 32 (generate a key with: head -c 32 /dev/urandom | base64)", i+1, n)
+	}
+	return raw, nil
 }

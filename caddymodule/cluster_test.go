@@ -25,10 +25,10 @@ func TestClusterSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.gossip.SyncInterval != defaultSyncInterval || s.policy != gossip.LocalShare || s.policyTxt != partitionLocalShare {
+	if s.gossip.SyncInterval != gossip.DefaultSyncInterval || s.policy != gossip.LocalShare || s.policyTxt != partitionLocalShare {
 		t.Errorf("defaults: %+v", s)
 	}
-	if s, err := (&ClusterConfig{}).settings(); err == nil || !strings.Contains(err.Error(), "secret_key is required") {
+	if s, err := (&ClusterConfig{}).settings(); err == nil || !strings.Contains(err.Error(), "secret key is required") {
 		t.Errorf("default bind 0.0.0.0 without a key: %v, %+v", err, s.gossip)
 	}
 	if _, err := (&ClusterConfig{SecretKeys: []string{testKey}}).settings(); err != nil {
@@ -43,7 +43,7 @@ func TestClusterSettings(t *testing.T) {
 		{ClusterConfig{Bind: "127.0.0.1:0", Join: []string{"a:1", "b"}}, `cluster join "b": want host:port`},
 		{ClusterConfig{Bind: "127.0.0.1:0", SecretKeys: []string{"%%%"}}, `cluster secret_key 1: not base64`},
 		{ClusterConfig{Bind: "127.0.0.1:0", SecretKeys: []string{testKey, "c2hvcnQ="}}, `cluster secret_key 2: 5 bytes, want 16, 24 or 32`},
-		{ClusterConfig{Bind: "10.1.2.3:7946"}, `cluster bind 10.1.2.3:7946: a secret_key is required`},
+		{ClusterConfig{Bind: "10.1.2.3:7946"}, `cluster bind 10.1.2.3:7946: a secret key is required`},
 		{ClusterConfig{Bind: "127.0.0.1:0", OnPartition: "panic"}, `cluster on_partition "panic": want local_share, fail_open or fail_closed`},
 		{ClusterConfig{Bind: "127.0.0.1:0", SyncInterval: -1}, `cluster sync_interval -1ns: must be positive`},
 		{ClusterConfig{Bind: "127.0.0.1:0", MaxKeys: -1}, `cluster max_keys -1: must not be negative`},

@@ -1,11 +1,11 @@
 package gossip
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -62,6 +62,23 @@ type Config struct {
 // DefaultBind is where a Cluster listens unless told otherwise.
 const DefaultBind = "0.0.0.0:7946"
 
+// DefaultSyncInterval is how often a node reports its demand unless told
+// otherwise: shares follow traffic within a few intervals, and each
+// report costs a packet to every other member.
+const DefaultSyncInterval = 100 * time.Millisecond
+
+// CheckBind refuses to bind beyond loopback without a secret key:
+// cluster traffic would be unauthenticated and in clear. bind is
+// host:port (an empty host is every address); a bind that cannot be split
+// is left to the caller's own check.
+func CheckBind(bind string, keys int) error {
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil || keys > 0 || isLoopback(host) {
+		return nil
+	}
+	return errors.New("a secret key is required to bind beyond loopback, or cluster traffic would be unauthenticated and in clear")
+}
+
 func splitHostPort(hp string) (string, int, error) {
 	host, ps, err := net.SplitHostPort(hp)
 	if err != nil {
@@ -74,10 +91,9 @@ func splitHostPort(hp string) (string, int, error) {
 	return host, port, nil
 }
 
+// isLoopback is true for a loopback IP address; a name is not one, as it
+// may resolve to anything.
 func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }

@@ -109,7 +109,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 		cfg.Label = "edgelimit"
 	}
 	if cfg.SyncInterval <= 0 {
-		cfg.SyncInterval = 100 * time.Millisecond
+		cfg.SyncInterval = DefaultSyncInterval
 	}
 	if cfg.Rejoin <= 0 {
 		cfg.Rejoin = 2 * time.Second
@@ -125,8 +125,8 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	if len(cfg.SecretKeys) == 0 && !isLoopback(host) {
-		return nil, fmt.Errorf("gossip: a secret key is required to bind %s, which is not a loopback address: cluster traffic would be unauthenticated and in clear", host)
+	if err := CheckBind(net.JoinHostPort(host, strconv.Itoa(port)), len(cfg.SecretKeys)); err != nil {
+		return nil, fmt.Errorf("gossip: bind %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
 	}
 	var keyring *memberlist.Keyring
 	if len(cfg.SecretKeys) > 0 {
@@ -206,7 +206,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		_ = watch.Shutdown()
-		return nil, fmt.Errorf("gossip: %w", err)
+		return nil, fmt.Errorf("gossip: bind %s: %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
 	}
 	c.ml = ml
 

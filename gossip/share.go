@@ -300,7 +300,7 @@ type ShareTable struct {
 // NewShareTable returns an empty table.
 func NewShareTable(cfg TableConfig) *ShareTable {
 	if cfg.Interval <= 0 {
-		cfg.Interval = 100 * time.Millisecond
+		cfg.Interval = DefaultSyncInterval
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = 3*cfg.Interval + 500*time.Millisecond

@@ -85,7 +85,7 @@ const smoothing = 0.2
 // NewSharing returns a Sharing with no rules, alone in its cluster.
 func NewSharing(cfg SharingConfig) *Sharing {
 	if cfg.Interval <= 0 {
-		cfg.Interval = 100 * time.Millisecond
+		cfg.Interval = DefaultSyncInterval
 	}
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 10_000

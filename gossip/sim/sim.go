@@ -193,7 +193,7 @@ func (s *Scenario) defaults() {
 		s.Jitter = 5 * time.Millisecond
 	}
 	if s.Interval == 0 {
-		s.Interval = 100 * time.Millisecond
+		s.Interval = gossip.DefaultSyncInterval
 	}
 	if s.PartitionSize == 0 {
 		s.PartitionSize = 4

@@ -42,6 +42,24 @@ type unitBucket struct {
 	limit uint64
 	// maxCost is limit/unit, the largest cost that may fit a TokenBucket.
 	maxCost uint64
+	inv     float64 // 1/unit, for quo
+}
+
+// quo is ⌊x/unit⌋, by a multiplication where x is small enough for a
+// float64 to hold it exactly (2^53 ns, 104 days): the estimate is then
+// within 2 of the quotient, and corrected.
+func (ub unitBucket) quo(x uint64) uint64 {
+	if x >= 1<<53 {
+		return x / ub.unit
+	}
+	q := uint64(float64(x) * ub.inv)
+	for q*ub.unit > x {
+		q--
+	}
+	for (q+1)*ub.unit <= x {
+		q++
+	}
+	return q
 }
 
 // newUnitBucket is the unitBucket of a limit of n per w with the given
@@ -70,7 +88,7 @@ func newUnitBucket(algo Algorithm, n, w, capacity, maxDelay int64) unitBucket {
 	default:
 		return unitBucket{}
 	}
-	return unitBucket{unit: u, limit: l, maxCost: l / u}
+	return unitBucket{unit: u, limit: l, maxCost: l / u, inv: 1 / float64(u)}
 }
 
 // backlog is how far TAT a is ahead of now, in ns (0 if past).
@@ -94,7 +112,7 @@ func (ub unitBucket) token(s *step, a uint64, now, w, n, cost int64) bool {
 		return false
 	}
 	next := x + c
-	*s = step{ok: true, a: uint64(now) + next, quota: newQuota(n, w, int64((ub.limit-next)/ub.unit), int64(next))}
+	*s = step{ok: true, a: uint64(now) + next, quota: newQuota(n, w, int64(ub.quo(ub.limit-next)), int64(next))}
 	return true
 }
 
@@ -111,7 +129,7 @@ func (ub unitBucket) leaky(s *step, a uint64, now, w, n, cost int64) bool {
 	}
 	room := int64(0)
 	if next <= ub.limit {
-		room = int64((ub.limit-next)/ub.unit) + 1
+		room = int64(ub.quo(ub.limit-next)) + 1
 	}
 	*s = step{ok: true, a: uint64(now) + next, delay: int64(x), quota: newQuota(n, w, room, int64(next))}
 	return true

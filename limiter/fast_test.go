@@ -80,3 +80,19 @@ func TestWindowStartsMatchAlignDown(t *testing.T) {
 		}
 	}
 }
+
+// quo is the quotient, around the multiples of the unit and past 2^53.
+func TestUnitBucketQuo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 100000 {
+		u := uint64(1 + rng.Int64N(1<<uint(1+i%40)))
+		ub := unitBucket{unit: u, inv: 1 / float64(u)}
+		x := rng.Uint64N(1 << 62)
+		if i%3 == 0 {
+			x = (x%(1<<53))/u*u - uint64(i%2) // a multiple, or one under it
+		}
+		if got, want := ub.quo(x), x/u; got != want {
+			t.Fatalf("case %d: quo(%d) by %d = %d, want %d", i, x, u, got, want)
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package limiter
 
+import "sync/atomic"
+
 // A table holds a shard's keys: an open-addressing hash table whose slots
 // are the keys' records themselves, so that finding a key and reading its
 // state touch one cache line in the common case. A record is stride words:
@@ -12,7 +14,8 @@ package limiter
 //
 // Invariants: the number of slots is 0 or a power of two; every record lies
 // on the probe path from its home, with no empty slot in between; every
-// word of an empty slot is 0, and so are its event logs.
+// word of an empty slot is 0 (but word 1 of an atomic table's, which may
+// be frozenWord), and so are its event logs.
 //
 // The event logs of a SlidingLog key (eventLogs hold pointers, which
 // []uint64 words cannot) live in a side array indexed by slot, and move
@@ -27,6 +30,11 @@ type table struct {
 	spent  int      // records with spentBit set
 
 	logs []eventLog // slot i: logs[i*nlogs:][:nlogs]
+
+	// lf marks an atomic table, read without the lock (lockfree.go):
+	// stride 3, no logs; view is its records for those readers.
+	lf   bool
+	view atomic.Pointer[recView]
 }
 
 // minSlots is the size of a table's first allocation. A shard's table
@@ -93,7 +101,12 @@ func (t *table) add(h uint64) int {
 		t.resize(max(minSlots, 2*t.slots()))
 	}
 	i := t.emptySlot(h)
-	t.recs[i*t.stride] = h
+	if t.lf {
+		// the state (zero, encoded) before the hash: a reader that finds
+		// the key finds its state
+		atomic.StoreUint64(&t.recs[i*3+1], h)
+	}
+	t.setWord0(i, h)
 	t.live++
 	return i
 }
@@ -110,7 +123,7 @@ func (t *table) emptySlot(h uint64) int {
 // resize moves every record, with its logs, into a new table of n slots (a
 // power of two, above 4/3 of the records held).
 func (t *table) resize(n int) {
-	old := *t
+	old := table{recs: t.recs, mask: t.mask, stride: t.stride, nlogs: t.nlogs, logs: t.logs}
 	t.recs = make([]uint64, n*t.stride)
 	t.logs = nil
 	if t.nlogs > 0 {
@@ -123,8 +136,18 @@ func (t *table) resize(n int) {
 			continue
 		}
 		j := t.emptySlot(w[0] &^ flagBits)
-		copy(t.record(j), w)
+		if t.lf {
+			// the old array stays frozen: a reader still on it takes
+			// the lock
+			d := t.record(j)
+			d[0], d[1], d[2] = w[0], atomic.SwapUint64(&w[1], frozenWord), w[2]
+		} else {
+			copy(t.record(j), w)
+		}
 		copy(t.logsAt(j), old.logsAt(i))
+	}
+	if t.lf {
+		t.view.Store(&recView{recs: t.recs, mask: t.mask})
 	}
 }
 
@@ -137,6 +160,9 @@ func (t *table) resize(n int) {
 func (t *table) remove(i int) {
 	if t.recs[i*t.stride]&spentBit != 0 {
 		t.spent--
+	}
+	if t.lf {
+		atomic.StoreUint64(&t.recs[i*3+1], frozenWord)
 	}
 	hole := uint64(i)
 	for j := (hole + 1) & t.mask; ; j = (j + 1) & t.mask {
@@ -153,27 +179,44 @@ func (t *table) remove(i int) {
 	}
 	// the last hole: slot i, the removed key's events with it, or the
 	// slot of the last record moved, whose copy is now elsewhere
-	clear(t.record(int(hole)))
+	if t.lf {
+		// word 1 stays frozen: an empty slot of an atomic table
+		atomic.StoreUint64(&t.recs[int(hole)*3], 0)
+		atomic.StoreUint64(&t.recs[int(hole)*3+2], 0)
+	} else {
+		clear(t.record(int(hole)))
+	}
 	clear(t.logsAt(int(hole)))
 	t.live--
 }
 
 // move copies the record and the logs of slot from to slot to. Slot from
-// keeps a copy until the caller fills or clears it.
+// keeps a copy until the caller fills or clears it. In an atomic table,
+// word 1 of slot to is frozen (it is a hole), and the record's identity
+// lands there before its state: a reader that finds a hash never reads
+// another key's state under it.
 func (t *table) move(from, to int) {
+	if t.lf {
+		f, d := t.record(from), t.record(to)
+		v := atomic.SwapUint64(&f[1], frozenWord)
+		atomic.StoreUint64(&d[0], f[0])
+		atomic.StoreUint64(&d[2], f[2])
+		atomic.StoreUint64(&d[1], v)
+		return
+	}
 	copy(t.record(to), t.record(from))
 	copy(t.logsAt(to), t.logsAt(from))
 }
 
 // setSpent sets or clears the spentBit of slot i, which holds a record.
 func (t *table) setSpent(i int, spent bool) {
-	w := &t.recs[i*t.stride]
-	switch was := *w&spentBit != 0; {
+	w := t.recs[i*t.stride]
+	switch was := w&spentBit != 0; {
 	case spent && !was:
-		*w |= spentBit
+		t.setWord0(i, w|spentBit)
 		t.spent++
 	case !spent && was:
-		*w &^= spentBit
+		t.setWord0(i, w&^spentBit)
 		t.spent--
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 // Limiter enforces a rule's limits on any number of keys. It is safe for
 // concurrent use; each decision locks only the shard of its key, and a
-// bucket rule's decision on a known key often locks nothing (lockfree.go).
+// decision of a one-limit rule on a known key mostly locks nothing
+// (lockfree.go).
 //
 // Create one with New. AllowAt is the decision; RefundAt gives a decision
 // back (when another rule denied the same request); PeekAt reads without
@@ -34,7 +35,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	for i := range l.shards {
 		l.shards[i].table = newTable(p.stride, p.logs) // Reconfigure keeps the layout
-		l.shards[i].table.lf = p.lockFree()
+		l.shards[i].table.cw = p.lockFreeWord()
 	}
 	l.setPlan(p)
 	return l, nil
@@ -117,7 +118,7 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
-	if s.table.lf && scale == 1 && allowFast(d, p, h, s, t, cost) {
+	if s.table.cw != 0 && scale == 1 && allowFast(d, p, h, s, t, cost) {
 		return
 	}
 	s.mu.Lock()

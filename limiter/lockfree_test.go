@@ -19,7 +19,10 @@ func TestLockFreeUnderChurn(t *testing.T) {
 	for _, tc := range []struct {
 		algo    Algorithm
 		maxKeys int
-	}{{TokenBucket, 1024}, {LeakyBucket, 1024}, {TokenBucket, 256}, {LeakyBucket, 256}} {
+	}{
+		{TokenBucket, 1024}, {LeakyBucket, 1024}, {SlidingWindow, 1024}, {FixedWindow, 1024},
+		{TokenBucket, 256}, {LeakyBucket, 256}, {SlidingWindow, 256}, {FixedWindow, 256},
+	} {
 		algo := tc.algo
 		const limit, hot = 20_000, 4
 		cfg := Config{Algorithm: algo, Limits: []Limit{{limit, time.Hour}}, MaxKeys: tc.maxKeys} // one shard
@@ -27,7 +30,7 @@ func TestLockFreeUnderChurn(t *testing.T) {
 			cfg.Burst, cfg.MaxDelay = limit-1, time.Hour
 		}
 		l := mustNew(t, cfg)
-		if !l.shards[0].table.lf || len(l.shards) != 1 {
+		if l.shards[0].table.cw == 0 || len(l.shards) != 1 {
 			t.Fatalf("%s: not one atomic table", algo)
 		}
 		var allowed [hot]atomic.Int64
@@ -81,17 +84,17 @@ func TestLockFreeUnderChurn(t *testing.T) {
 
 // A decision the lock-free path takes is the one the locked path takes.
 func TestLockFreeMatchesLocked(t *testing.T) {
-	for _, algo := range []Algorithm{TokenBucket, LeakyBucket} {
+	for _, algo := range []Algorithm{TokenBucket, LeakyBucket, SlidingWindow, FixedWindow} {
 		cfg := Config{Algorithm: algo, Limits: []Limit{{10, time.Second}}}
 		if algo == LeakyBucket {
 			cfg.Burst, cfg.MaxDelay = 9, time.Second
 		}
 		fast, slow := mustNew(t, cfg), mustNew(t, cfg)
 		for i := range slow.shards {
-			slow.shards[i].table.lf = false // never published: always the lock
+			slow.shards[i].table.cw = 0 // never published: always the lock
 		}
 		for i := range 200 {
-			now := base.Add(time.Duration(i*i%1000) * 7 * time.Millisecond)
+			now := base.Add(time.Duration(i) * 37 * time.Millisecond)
 			a, b := fast.AllowAt("k", now, int64(1+i%3)), slow.AllowAt("k", now, int64(1+i%3))
 			if a != b {
 				t.Fatalf("%s: request %d: lock-free %+v, locked %+v", algo, i, a, b)

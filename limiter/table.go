@@ -14,7 +14,7 @@ import "sync/atomic"
 //
 // Invariants: the number of slots is 0 or a power of two; every record lies
 // on the probe path from its home, with no empty slot in between; every
-// word of an empty slot is 0 (but word 1 of an atomic table's, which may
+// word of an empty slot is 0 (but word cw of an atomic table's, which may
 // be frozenWord), and so are its event logs.
 //
 // The event logs of a SlidingLog key (eventLogs hold pointers, which
@@ -31,9 +31,10 @@ type table struct {
 
 	logs []eventLog // slot i: logs[i*nlogs:][:nlogs]
 
-	// lf marks an atomic table, read without the lock (lockfree.go):
-	// stride 3, no logs; view is its records for those readers.
-	lf   bool
+	// cw marks an atomic table, read without the lock (lockfree.go):
+	// stride 3, no logs, and cw the word (1 or 2) that the lock-free path
+	// swaps; 0: not atomic. View is its records for those readers.
+	cw   int
 	view atomic.Pointer[recView]
 }
 
@@ -101,10 +102,10 @@ func (t *table) add(h uint64) int {
 		t.resize(max(minSlots, 2*t.slots()))
 	}
 	i := t.emptySlot(h)
-	if t.lf {
+	if t.cw != 0 {
 		// the state (zero, encoded) before the hash: a reader that finds
 		// the key finds its state
-		atomic.StoreUint64(&t.recs[i*3+1], h)
+		atomic.StoreUint64(&t.recs[i*3+t.cw], h)
 	}
 	t.setWord0(i, h)
 	t.live++
@@ -136,17 +137,18 @@ func (t *table) resize(n int) {
 			continue
 		}
 		j := t.emptySlot(w[0] &^ flagBits)
-		if t.lf {
+		if c := t.cw; c != 0 {
 			// the old array stays frozen: a reader still on it takes
 			// the lock
 			d := t.record(j)
-			d[0], d[1], d[2] = w[0], atomic.SwapUint64(&w[1], frozenWord), w[2]
+			d[0], d[3-c] = w[0], w[3-c]
+			d[c] = atomic.SwapUint64(&w[c], frozenWord)
 		} else {
 			copy(t.record(j), w)
 		}
 		copy(t.logsAt(j), old.logsAt(i))
 	}
-	if t.lf {
+	if t.cw != 0 {
 		t.view.Store(&recView{recs: t.recs, mask: t.mask})
 	}
 }
@@ -161,8 +163,8 @@ func (t *table) remove(i int) {
 	if t.recs[i*t.stride]&spentBit != 0 {
 		t.spent--
 	}
-	if t.lf {
-		atomic.StoreUint64(&t.recs[i*3+1], frozenWord)
+	if t.cw != 0 {
+		atomic.StoreUint64(&t.recs[i*3+t.cw], frozenWord)
 	}
 	hole := uint64(i)
 	for j := (hole + 1) & t.mask; ; j = (j + 1) & t.mask {
@@ -179,10 +181,10 @@ func (t *table) remove(i int) {
 	}
 	// the last hole: slot i, the removed key's events with it, or the
 	// slot of the last record moved, whose copy is now elsewhere
-	if t.lf {
-		// word 1 stays frozen: an empty slot of an atomic table
+	if c := t.cw; c != 0 {
+		// word cw stays frozen: an empty slot of an atomic table
 		atomic.StoreUint64(&t.recs[int(hole)*3], 0)
-		atomic.StoreUint64(&t.recs[int(hole)*3+2], 0)
+		atomic.StoreUint64(&t.recs[int(hole)*3+3-c], 0)
 	} else {
 		clear(t.record(int(hole)))
 	}
@@ -192,16 +194,16 @@ func (t *table) remove(i int) {
 
 // move copies the record and the logs of slot from to slot to. Slot from
 // keeps a copy until the caller fills or clears it. In an atomic table,
-// word 1 of slot to is frozen (it is a hole), and the record's identity
+// word cw of slot to is frozen (it is a hole), and the record's identity
 // lands there before its state: a reader that finds a hash never reads
 // another key's state under it.
 func (t *table) move(from, to int) {
-	if t.lf {
+	if c := t.cw; c != 0 {
 		f, d := t.record(from), t.record(to)
-		v := atomic.SwapUint64(&f[1], frozenWord)
+		v := atomic.SwapUint64(&f[c], frozenWord)
 		atomic.StoreUint64(&d[0], f[0])
-		atomic.StoreUint64(&d[2], f[2])
-		atomic.StoreUint64(&d[1], v)
+		atomic.StoreUint64(&d[3-c], f[3-c])
+		atomic.StoreUint64(&d[c], v)
 		return
 	}
 	copy(t.record(to), t.record(from))

@@ -8,10 +8,11 @@ import "sync/atomic"
 // word 0 is the key's hash with flagBits (0 marks an empty slot), then the
 // plan's state words. Keys are placed by linear probing from their home
 // slot, the table is at most 13/16 full and grows by a quarter of a power
-// of two when it would be more (16, 20, 24, 28, 32, 40, …: a table is 13/16
-// to 13/20 full after it grows, not 3/8 as after a doubling), and a removal shifts back the records after it that would no longer be
-// found (no tombstones pile up when keys come and go: a flood of new keys
-// evicts one key per request).
+// of two when it would be more (16, 20, 24, 28, 32, 40, …: a table that
+// just grew is at least 13/20 full, not 3/8 as after a doubling), and a
+// removal shifts back the records after it that would no longer be found
+// (no tombstones pile up when keys come and go: a flood of new keys evicts
+// one key per request).
 //
 // Invariants: the number of slots is 0 or one of those sizes; every record lies
 // on the probe path from its home, with no empty slot in between; every

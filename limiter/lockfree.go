@@ -111,17 +111,14 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64) bool {
 		case LeakyBucket:
 			ok = other == 0 && lp.ub.unit != 0 && cost <= lp.n && lp.ub.leaky(&st, x, now, lp.w, lp.n, cost)
 			next = st.a
-		case SlidingWindow:
+		case SlidingWindow, FixedWindow:
 			cur := p.starts.at(0, now, lp.w)
-			if ok = int64(other) == cur; ok {
-				slidingWindow(&st, other, x, now, cur, lp.w, lp.n, cost)
-				ok = st.ok && st.a == other
-			}
-			next = st.b
-		case FixedWindow:
-			cur := p.starts.at(0, now, lp.w)
-			if ok = int64(other) == cur; ok {
-				fixedWindow(&st, other, x, now, cur, lp.w, lp.n, cost)
+			if ok = int64(other) == cur; ok { // the key's window: its start stays
+				if p.algo == SlidingWindow {
+					slidingWindow(&st, other, x, now, cur, lp.w, lp.n, cost)
+				} else {
+					fixedWindow(&st, other, x, now, cur, lp.w, lp.n, cost)
+				}
 				ok = st.ok && st.a == other
 			}
 			next = st.b

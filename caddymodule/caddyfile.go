@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 
@@ -206,11 +205,6 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 			}
 			if err := oneArg(d, &handler.RulesFile); err != nil {
 				return nil, err
-			}
-			if !strings.Contains(handler.RulesFile, "{") { // else read at load
-				if _, err := os.Stat(handler.RulesFile); err != nil {
-					return nil, d.Errf("rules_file: %v", err)
-				}
 			}
 			handler.RulesFileNames = p.site
 			if p.matcher != "" && p.matcher != "*" {

@@ -1,9 +1,7 @@
 package caddymodule
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -22,18 +20,20 @@ import (
 //	        events      <count>
 //	        window      <duration>
 //	        match       { <request matchers> }   # repeatable
-//	        ipv4_prefix <bits>                   # with a client IP key
-//	        ipv6_prefix <bits>
+//	        ipv4_prefix <bits>                   # a key that is an IP address
+//	        ipv6_prefix <bits>                   # is shortened to its network
 //	    }
 //	    jitter         <fraction>                # retry_jitter of every rule
 //	    log_key                                  # log_key of every rule
+//	    disable_metrics                          # disable_metrics of every rule
 //	    sweep_interval <duration>
 //	    distributed { … }                        # ignored, with a warning
 //	    storage <module…>                        # ignored, with a warning
 //	}
 //
 // A zone is a rule named after it, with algorithm sliding_log (the exact
-// window caddy-ratelimit has), limit <events> <window> and by <key>.
+// window caddy-ratelimit has), limit <events> <window> and by <key>
+// (Zone.rule, shared with the JSON form).
 // Zones inherit the defaults at the top of the block like rule blocks do,
 // and may be mixed with them.
 
@@ -76,16 +76,6 @@ func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *ruleSpec) (*rule
 	return nil, nil
 }
 
-// clientIPKeys are the zone keys that ipv4_prefix and ipv6_prefix may
-// shorten; they become `by ip/V4/V6`. Both the shorthands and what the
-// Caddyfile adapter expands them to are listed.
-var clientIPKeys = map[string]bool{
-	"{remote_host}":              true,
-	"{http.request.remote.host}": true,
-	"{client_ip}":                true,
-	"{http.vars.client_ip}":      true,
-}
-
 // parseZone reads `zone NAME { … }`.
 func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 	spec := newRuleSpec(d.Token())
@@ -97,13 +87,8 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 		return nil, d.ArgErr()
 	}
 	var (
-		key       string
-		events    int64
-		window    caddy.Duration
-		v4, v6    = 32, 128
-		prefixTok *caddyfile.Token
-		matchers  caddyhttp.RawMatcherSets
-		seen      = make(map[string]caddyfile.Token)
+		z    Zone
+		seen = make(map[string]caddyfile.Token)
 	)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
@@ -113,7 +98,7 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 		seen[sub] = d.Token()
 		switch sub {
 		case "key":
-			if err := oneArg(d, &key); err != nil {
+			if err := oneArg(d, &z.Key); err != nil {
 				return nil, err
 			}
 		case "events":
@@ -125,7 +110,7 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 			if err != nil || n < 1 || n > limiter.MaxCount {
 				return nil, d.Errf("zone %s: events %s: must be a whole number from 1 to %d", name, arg, int64(limiter.MaxCount))
 			}
-			events = n
+			z.MaxEvents = n
 		case "window":
 			var arg string
 			if err := oneArg(d, &arg); err != nil {
@@ -138,75 +123,47 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 			if w < limiter.MinWindow || w > limiter.MaxWindow {
 				return nil, d.Errf("zone %s: window %s: must be between %s and %s", name, arg, limiter.MinWindow, limiter.MaxWindow)
 			}
-			window = caddy.Duration(w)
+			z.Window = caddy.Duration(w)
 		case "match":
 			set, err := caddyhttp.ParseCaddyfileNestedMatcherSet(d)
 			if err != nil {
 				return nil, err
 			}
-			matchers = append(matchers, set)
+			z.MatcherSetsRaw = append(z.MatcherSetsRaw, set)
 		case "ipv4_prefix", "ipv6_prefix":
-			bits, most := &v4, 32
+			dst, most := &z.IPv4Prefix, 32
 			if sub == "ipv6_prefix" {
-				bits, most = &v6, 128
+				dst, most = &z.IPv6Prefix, 128
 			}
-			var arg string
-			if err := oneArg(d, &arg); err != nil {
+			bits, err := prefixArg(d, "zone "+name+": "+sub, most)
+			if err != nil {
 				return nil, err
 			}
-			n, err := strconv.Atoi(arg)
-			if err != nil || n < 0 || n > most {
-				return nil, d.Errf("zone %s: %s %s: must be a whole number from 0 to %d", name, sub, arg, most)
-			}
-			*bits = n
-			tok := d.Token()
-			prefixTok = &tok
+			*dst = bits
 		default:
 			return nil, d.Errf("unrecognized subdirective %q", sub)
 		}
 	}
-	if events == 0 || window == 0 {
+	if z.MaxEvents == 0 || z.Window == 0 {
 		return nil, errAtToken(spec.start, "zone %s: a zone needs both events and window", name)
 	}
-
-	var by string
-	switch {
-	case prefixTok != nil:
-		if !clientIPKeys[key] {
-			return nil, errAtToken(*prefixTok, "zone %s: ipv4_prefix and ipv6_prefix need a client IP key ({remote_host} or {client_ip}), not %q", name, key)
-		}
-		by = fmt.Sprintf("ip/%d/%d", v4, v6)
-	case key == "":
-		// caddy-ratelimit: one counter for the whole zone
-		by = "static global"
-	case !strings.Contains(key, "{"):
-		// a key without placeholders is the same for every request
-		by = "static " + strings.Join(strings.Fields(key), "_")
-	default:
-		by = key
+	r, err := z.rule(name)
+	if err != nil {
+		return nil, errAtToken(seen["key"], "%v", err)
 	}
-	if _, err := parseKeySource(by); err != nil {
-		return nil, errAtToken(seen["key"], "zone %s: key %q: %v", name, key, err)
-	}
-
-	spec.rule = Rule{
-		Name:           name,
-		MatcherSetsRaw: matchers,
-		Algorithm:      string(limiter.SlidingLog),
-		Limits:         []Limit{{Count: events, Window: window}},
-		By:             []string{by},
-	}
-	if strings.Contains(by, "{") {
-		// caddy-ratelimit counts requests whose key is empty together;
-		// skipping them would let a client escape the zone by omitting
-		// the key, so they are keyed by client IP unless the block says
-		// otherwise (not marked as set: a top-level on_missing_key wins).
-		spec.rule.OnMissingKey = missingIP
-	}
+	spec.rule = r
+	// a zone's rule is whole: the block's defaults do not change its
+	// algorithm, limit, key or prefixes (on_missing_key is not marked,
+	// so a top-level on_missing_key wins)
 	for _, sub := range []string{"algorithm", "limit", "by"} {
 		spec.set[sub] = spec.start
 	}
-	if len(matchers) > 0 {
+	for _, sub := range []string{"ipv4_prefix", "ipv6_prefix"} {
+		if tok, ok := seen[sub]; ok {
+			spec.set[sub] = tok
+		}
+	}
+	if len(z.MatcherSetsRaw) > 0 {
 		spec.set["match"] = seen["match"]
 	}
 	return spec, nil

@@ -74,29 +74,32 @@ var repeatableSubdirectives = map[string]bool{"limit": true, "by": true, "exempt
 // inheritedFields copies each field a rule may inherit from the defaults, by
 // subdirective. name is not inherited.
 var inheritedFields = map[string]func(dst, src *Rule){
-	"limit":          func(dst, src *Rule) { dst.Limits = slices.Clone(src.Limits) },
-	"algorithm":      func(dst, src *Rule) { dst.Algorithm = src.Algorithm },
-	"burst":          func(dst, src *Rule) { dst.Burst = src.Burst },
-	"max_delay":      func(dst, src *Rule) { dst.MaxDelay = src.MaxDelay },
-	"max_held":       func(dst, src *Rule) { dst.MaxHeld = src.MaxHeld },
-	"by":             func(dst, src *Rule) { dst.By = slices.Clone(src.By) },
-	"on_missing_key": func(dst, src *Rule) { dst.OnMissingKey = src.OnMissingKey },
-	"cost":           func(dst, src *Rule) { dst.Cost = src.Cost },
-	"shadow":         func(dst, src *Rule) { dst.Shadow = src.Shadow },
-	"scope":          func(dst, src *Rule) { dst.Scope = src.Scope },
-	"exempt":         func(dst, src *Rule) { dst.Exempt = slices.Clone(src.Exempt) },
-	"headers":        func(dst, src *Rule) { dst.Headers = src.Headers },
-	"retry_jitter":   func(dst, src *Rule) { dst.RetryJitter = src.RetryJitter },
-	"max_keys":       func(dst, src *Rule) { dst.MaxKeys = src.MaxKeys },
-	"problem_json":   func(dst, src *Rule) { dst.ProblemJSON = src.ProblemJSON },
-	"log_key":        func(dst, src *Rule) { dst.LogKey = src.LogKey },
-	"geo_multiplier": func(dst, src *Rule) { dst.GeoMultiplier = maps.Clone(src.GeoMultiplier) },
-	"tier":           func(dst, src *Rule) { dst.Tiers = maps.Clone(src.Tiers) },
-	"tier_by":        func(dst, src *Rule) { dst.TierBy = src.TierBy },
-	"key_hash":       func(dst, src *Rule) { dst.KeyHash = src.KeyHash },
-	"match":          func(dst, src *Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
-	"store":          func(dst, src *Rule) { dst.Store = src.Store },
-	"on_store_error": func(dst, src *Rule) { dst.OnStoreError = src.OnStoreError },
+	"limit":           func(dst, src *Rule) { dst.Limits = slices.Clone(src.Limits) },
+	"algorithm":       func(dst, src *Rule) { dst.Algorithm = src.Algorithm },
+	"burst":           func(dst, src *Rule) { dst.Burst = src.Burst },
+	"max_delay":       func(dst, src *Rule) { dst.MaxDelay = src.MaxDelay },
+	"max_held":        func(dst, src *Rule) { dst.MaxHeld = src.MaxHeld },
+	"by":              func(dst, src *Rule) { dst.By = slices.Clone(src.By) },
+	"on_missing_key":  func(dst, src *Rule) { dst.OnMissingKey = src.OnMissingKey },
+	"cost":            func(dst, src *Rule) { dst.Cost = src.Cost },
+	"shadow":          func(dst, src *Rule) { dst.Shadow = src.Shadow },
+	"scope":           func(dst, src *Rule) { dst.Scope = src.Scope },
+	"exempt":          func(dst, src *Rule) { dst.Exempt = slices.Clone(src.Exempt) },
+	"headers":         func(dst, src *Rule) { dst.Headers = src.Headers },
+	"retry_jitter":    func(dst, src *Rule) { dst.RetryJitter = src.RetryJitter },
+	"max_keys":        func(dst, src *Rule) { dst.MaxKeys = src.MaxKeys },
+	"problem_json":    func(dst, src *Rule) { dst.ProblemJSON = src.ProblemJSON },
+	"log_key":         func(dst, src *Rule) { dst.LogKey = src.LogKey },
+	"disable_metrics": func(dst, src *Rule) { dst.DisableMetrics = src.DisableMetrics },
+	"ipv4_prefix":     func(dst, src *Rule) { dst.IPv4Prefix = src.IPv4Prefix },
+	"ipv6_prefix":     func(dst, src *Rule) { dst.IPv6Prefix = src.IPv6Prefix },
+	"geo_multiplier":  func(dst, src *Rule) { dst.GeoMultiplier = maps.Clone(src.GeoMultiplier) },
+	"tier":            func(dst, src *Rule) { dst.Tiers = maps.Clone(src.Tiers) },
+	"tier_by":         func(dst, src *Rule) { dst.TierBy = src.TierBy },
+	"key_hash":        func(dst, src *Rule) { dst.KeyHash = src.KeyHash },
+	"match":           func(dst, src *Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
+	"store":           func(dst, src *Rule) { dst.Store = src.Store },
+	"on_store_error":  func(dst, src *Rule) { dst.OnStoreError = src.OnStoreError },
 }
 
 // inherit fills in what s does not set from the defaults.
@@ -230,15 +233,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		r.MaxDelay = caddy.Duration(delay)
 
 	case "max_held":
-		var arg string
-		if err := oneArg(d, &arg); err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(arg)
-		if err != nil || n < 1 {
-			return d.Errf("max_held %s: must be a whole number of at least 1", arg)
-		}
-		r.MaxHeld = n
+		return countArg(d, &r.MaxHeld)
 
 	case "by":
 		words, err := parseBy(d)
@@ -306,21 +301,27 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		return parseJitter(d, r)
 
 	case "max_keys":
-		var arg string
-		if err := oneArg(d, &arg); err != nil {
-			return err
-		}
-		n, err := strconv.Atoi(arg)
-		if err != nil || n < 1 {
-			return d.Errf("max_keys %s: must be a whole number of at least 1", arg)
-		}
-		r.MaxKeys = n
+		return countArg(d, &r.MaxKeys)
 
 	case "problem_json":
 		return flagArg(d, &r.ProblemJSON)
 
 	case "log_key":
 		return flagArg(d, &r.LogKey)
+
+	case "disable_metrics":
+		return flagArg(d, &r.DisableMetrics)
+
+	case "ipv4_prefix", "ipv6_prefix":
+		dst, most := &r.IPv4Prefix, 32
+		if sub == "ipv6_prefix" {
+			dst, most = &r.IPv6Prefix, 128
+		}
+		bits, err := prefixArg(d, sub, most)
+		if err != nil {
+			return err
+		}
+		*dst = bits
 
 	case "key_hash":
 		if err := oneArg(d, &r.KeyHash); err != nil {
@@ -446,11 +447,41 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 }
 
 // flagArg sets a subdirective that takes no argument.
+// prefixArg reads the prefix length of ipv4_prefix or ipv6_prefix: 1 to
+// most bits.
+func prefixArg(d *caddyfile.Dispenser, sub string, most int) (int, error) {
+	var arg string
+	if err := oneArg(d, &arg); err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(arg)
+	if err != nil || n < 1 || n > most {
+		return 0, d.Errf("%s %s: must be a whole number from 1 to %d", sub, arg, most)
+	}
+	return n, nil
+}
+
 func flagArg(d *caddyfile.Dispenser, dst *bool) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	*dst = true
+	return nil
+}
+
+// countArg reads the one argument of the subdirective d is at, a whole
+// number of at least 1, into n.
+func countArg(d *caddyfile.Dispenser, n *int) error {
+	sub := d.Val()
+	var arg string
+	if err := oneArg(d, &arg); err != nil {
+		return err
+	}
+	v, err := strconv.Atoi(arg)
+	if err != nil || v < 1 {
+		return d.Errf("%s %s: must be a whole number of at least 1", sub, arg)
+	}
+	*n = v
 	return nil
 }
 

@@ -163,7 +163,7 @@ func TestParseCaddyfile(t *testing.T) {
 			matcher: "*",
 			want: `{"rules":[` +
 				`{"name":"example.com by ip","limits":[{"count":1000,"window":3600000000000}]},` +
-				`{"name":"subnets","limits":[{"count":50,"window":10000000000}],"algorithm":"sliding_log","by":["ip/24/48"]},` +
+				`{"name":"subnets","limits":[{"count":50,"window":10000000000}],"algorithm":"sliding_log","by":["{client_ip}"],"on_missing_key":"ip","ipv4_prefix":24,"ipv6_prefix":48},` +
 				`{"name":"everyone","limits":[{"count":10000,"window":60000000000}],"algorithm":"sliding_log","by":["static global"]},` +
 				`{"name":"paths","limits":[{"count":5,"window":1000000000}],"algorithm":"sliding_log","by":["{remote_host} {path}"],"on_missing_key":"ip"}]}`,
 		},
@@ -257,8 +257,10 @@ func TestParseCaddyfileErrors(t *testing.T) {
 		{"rate_limit {\n zone z {\n  key {remote_host}\n  events 10\n  window forever\n }\n}", `window "forever": not a duration (such as 500ms, 1m or 1d), at Testfile:5`},
 		{"rate_limit {\n zone z {\n  key {remote_host}\n  key {path}\n  events 10\n  window 1m\n }\n}", "zone z: key already given on line 3, at Testfile:4"},
 		{"rate_limit {\n zone z {\n  rate 10\n }\n}", `unrecognized subdirective "rate", at Testfile:3`},
-		{"rate_limit {\n zone z {\n  key {path}\n  ipv4_prefix 24\n  events 10\n  window 1m\n }\n}", `ipv4_prefix and ipv6_prefix need a client IP key ({remote_host} or {client_ip}), not "{path}", at Testfile:4`},
-		{"rate_limit {\n zone z {\n  key {remote_host}\n  ipv6_prefix 130\n  events 10\n  window 1m\n }\n}", "zone z: ipv6_prefix 130: must be a whole number from 0 to 128, at Testfile:4"},
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  ipv4_prefix 0\n  events 10\n  window 1m\n }\n}", "zone z: ipv4_prefix 0: must be a whole number from 1 to 32, at Testfile:4"},
+		{"rate_limit {\n limit 10 1m\n ipv6_prefix 129\n}", "ipv6_prefix 129: must be a whole number from 1 to 128, at Testfile:3"},
+		{"rate_limit {\n limit 10 1m\n disable_metrics yes\n}", "Testfile:3"},
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  ipv6_prefix 130\n  events 10\n  window 1m\n }\n}", "zone z: ipv6_prefix 130: must be a whole number from 1 to 128, at Testfile:4"},
 		{"rate_limit {\n zone {\n }\n}", "wrong argument count"},
 		{"rate_limit {\n limit 10 1m\n jitter -1\n}", "jitter -1: want a fraction of the wait from 0 to 10"},
 		{"rate_limit {\n limit 10 1m\n retry_jitter 0.1\n jitter 0.2\n}", "retry_jitter already given on line 3, at Testfile:4"},

@@ -128,7 +128,7 @@ var (
 		"Bytes of cluster messages (reports, resets) this node sent or received, before memberlist's framing and encryption; by direction: sent, received.",
 		[]string{"direction"}, nil)
 	descGossipDropped = prometheus.NewDesc("caddy_rate_limit_gossip_dropped_total",
-		"Cluster messages this node received and dropped, by reason: version, type, truncated, too_large, trailing (malformed), overflow (arriving faster than handled).",
+		"Packets, connections and cluster messages this node received on its gossip port and dropped, by reason: label (without the cluster's label), decrypt (not sent with a key of the cluster), decode, empty (a connection closed before its first byte), version, type, truncated, too_large, trailing (malformed), overflow (arriving faster than handled), other.",
 		[]string{"reason"}, nil)
 )
 

@@ -104,6 +104,15 @@ func serveDashboard(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return apiError(http.StatusNotFound, "no such file: %s (the dashboard is %s)", r.URL.Path, dashboardPrefix)
 	}
+	return serveFile(w, r, name, f)
+}
+
+// serveFile answers a request of a dashboard file, on the admin endpoint
+// or a site (rate_limit_ui).
+func serveFile(w http.ResponseWriter, r *http.Request, name string, f dashboardFile) error {
+	if err := allowMethods(w, r, http.MethodGet, http.MethodHead); err != nil {
+		return err
+	}
 	h := w.Header()
 	h.Set("Content-Type", f.contentType)
 	h.Set("Etag", f.etag)

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -42,6 +43,35 @@ type Handler struct {
 	// SweepInterval is accepted for compatibility with
 	// mholt/caddy-ratelimit; idle keys are swept by the rate_limit app.
 	SweepInterval caddy.Duration `json:"sweep_interval,omitempty"`
+
+	// The fields below are mholt/caddy-ratelimit's, so that its JSON
+	// handler configs load unchanged (see docs/caddy-ratelimit.md).
+
+	// RateLimits are caddy-ratelimit's zones by name; each becomes a rule
+	// of that name (algorithm sliding_log), after Rules, in name order.
+	// Default: none.
+	RateLimits map[string]*Zone `json:"rate_limits,omitempty"`
+
+	// Jitter is the retry_jitter of every rule that sets none: up to this
+	// fraction of the wait is added to Retry-After. Default: 0.
+	Jitter float64 `json:"jitter,omitempty"`
+
+	// LogKey sets log_key on every rule: keys are written in denial log
+	// lines. Default: off.
+	LogKey bool `json:"log_key,omitempty"`
+
+	// DisableMetrics sets disable_metrics on every rule: none of their
+	// series is exported. Default: off.
+	DisableMetrics bool `json:"disable_metrics,omitempty"`
+
+	// Distributed is caddy-ratelimit's distributed rate limiting through
+	// storage: accepted and ignored, with a warning (use the rate_limit
+	// app's cluster block, or store redis). Default: none.
+	Distributed json.RawMessage `json:"distributed,omitempty"`
+
+	// StorageRaw is the storage of Distributed: accepted and ignored, with
+	// a warning. Default: none.
+	StorageRaw json.RawMessage `json:"storage,omitempty"`
 
 	rules   []*rule // provisioned
 	app     *App

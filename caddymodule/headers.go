@@ -100,7 +100,7 @@ func (r *rule) setHeaders(h http.Header, d *limiter.Decision) {
 		b := buf[:0]
 		for i := 0; i < d.Len; i++ {
 			q := d.Quotas[i]
-			b = appendItem(b, r.policies[i], "r", q.Remaining, "t", ceilSeconds(q.Reset))
+			b = appendItem(b, r.policies[i], "r", q.Remaining, "t", ceilSeconds(q.Effective))
 		}
 		policy := r.policy
 		if r.scaled(d) {
@@ -114,6 +114,20 @@ func (r *rule) setHeaders(h http.Header, d *limiter.Decision) {
 		h[hdrRemaining] = []string{strconv.FormatInt(q.Remaining, 10)}
 		h[hdrReset] = []string{strconv.FormatInt(ceilSeconds(q.Reset), 10)}
 	}
+}
+
+// denialWait is how long a denied request is told to wait: its
+// RetryAfter, and never less than the effective window (t) of a limit
+// that had no room for it (draft-11 §6: Retry-After does not point before
+// the end of the effective window).
+func denialWait(d *limiter.Decision, cost int64) time.Duration {
+	wait := d.RetryAfter
+	for i := range d.Len {
+		if q := &d.Quotas[i]; q.Remaining < cost || q.Limit == 0 {
+			wait = max(wait, q.Effective)
+		}
+	}
+	return wait
 }
 
 // addHeaders adds RateLimit and RateLimit-Policy values, in one allocation

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -20,6 +21,7 @@ type keySource struct {
 	kind   sourceKind
 	name   string  // header (canonical), query or cookie name; placeholder text; claim path
 	v4, v6 int     // prefix lengths, for sourceIPPrefix
+	mask   bool    // shorten a value that is an IP address to v4/v6 bits (ipv4_prefix, ipv6_prefix)
 	tokens *tokens // for sourceJWT: the app's, set at provision
 }
 
@@ -174,8 +176,45 @@ func clientIP(r *http.Request) string {
 // value can name another client's fallback counter.
 func fallbackKey(r *http.Request) string { return "\x00" + clientIP(r) }
 
+// withPrefixes makes every source shorten a value that is an IP address
+// to v4 or v6 bits (0: the whole address).
+func withPrefixes(srcs []keySource, v4, v6 int) {
+	if v4 == 0 && v6 == 0 {
+		return
+	}
+	for i := range srcs {
+		if srcs[i].kind != sourceIPPrefix {
+			srcs[i].mask, srcs[i].v4, srcs[i].v6 = true, cmp.Or(v4, 32), cmp.Or(v6, 128)
+		}
+	}
+}
+
 // value is this source's part of the key, "" when the request has none.
 func (src keySource) value(r *http.Request, repl *caddy.Replacer) string {
+	v := src.raw(r, repl)
+	if !src.mask || v == "" {
+		return v
+	}
+	addr, err := netip.ParseAddr(v)
+	if err != nil {
+		return v // not an address: kept whole, as caddy-ratelimit does
+	}
+	return prefixOf(addr, src.v4, src.v6)
+}
+
+// prefixOf is addr's network of v4 or v6 bits, as text ("192.0.2.0/24").
+func prefixOf(addr netip.Addr, v4, v6 int) string {
+	addr = addr.Unmap()
+	bits := v6
+	if addr.Is4() {
+		bits = v4
+	}
+	p, _ := addr.Prefix(bits)
+	return p.String()
+}
+
+// raw is this source's value, before any prefix.
+func (src keySource) raw(r *http.Request, repl *caddy.Replacer) string {
 	switch src.kind {
 	case sourceIP:
 		return clientIP(r)
@@ -184,13 +223,7 @@ func (src keySource) value(r *http.Request, repl *caddy.Replacer) string {
 		if err != nil {
 			return ""
 		}
-		addr = addr.Unmap()
-		bits := src.v6
-		if addr.Is4() {
-			bits = src.v4
-		}
-		p, _ := addr.Prefix(bits)
-		return p.String()
+		return prefixOf(addr, src.v4, src.v6)
 	case sourceUserID:
 		v, _ := repl.GetString("http.auth.user.id")
 		return v

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"net/http"
 	"testing"
 
@@ -67,6 +68,47 @@ func TestKeyOf(t *testing.T) {
 		got, ok := keyOf(srcs, r, repl)
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("Test %d: by %q: got %q, %v; want %q, %v", i, tc.by, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+// TestKeyPrefixes: ipv4_prefix and ipv6_prefix shorten any key part that
+// is an IP address, whatever its source, and leave other values whole.
+func TestKeyPrefixes(t *testing.T) {
+	for i, tc := range []struct {
+		by     []string
+		v4, v6 int
+		ip     string
+		header string
+		want   string
+	}{
+		{by: []string{"{http.request.header.X-IP}"}, v4: 24, header: "192.0.2.7", want: "192.0.2.0/24"},
+		{by: []string{"{http.request.header.X-IP}"}, v4: 24, header: "2001:db8:1:2::9", want: "2001:db8:1:2::9/128"},
+		{by: []string{"{http.request.header.X-IP}"}, v4: 24, v6: 48, header: "2001:db8:1:2::9", want: "2001:db8:1::/48"},
+		{by: []string{"{http.request.header.X-IP}"}, v4: 24, header: "not-an-ip", want: "not-an-ip"},
+		{by: []string{"header X-IP"}, v4: 16, header: "::ffff:192.0.2.7", want: "192.0.0.0/16"},
+		{by: []string{"ip"}, v4: 8, ip: "192.0.2.7", want: "192.0.0.0/8"},
+		{by: []string{"header X-IP", "ip"}, v4: 24, ip: "198.51.100.9", header: "user-1", want: "user-1" + keySeparator + "198.51.100.0/24"},
+		// by ip/N keeps its own prefix
+		{by: []string{"ip/16"}, v4: 24, ip: "192.0.2.7", want: "192.0.0.0/16"},
+		{by: []string{"{http.request.header.X-IP}"}, header: "192.0.2.7", want: "192.0.2.7"},
+	} {
+		srcs, err := parseKeySources(tc.by)
+		if err != nil {
+			t.Fatalf("Test %d: %v", i, err)
+		}
+		withPrefixes(srcs, tc.v4, tc.v6)
+		r := newRequest(cmp.Or(tc.ip, "203.0.113.1"))
+		r.Header.Set("X-IP", tc.header)
+		repl := caddy.NewReplacer()
+		repl.Map(func(key string) (any, bool) {
+			if key == "http.request.header.X-IP" {
+				return r.Header.Get("X-IP"), true
+			}
+			return nil, false
+		})
+		if got, ok := keyOf(srcs, r, repl); got != tc.want || !ok {
+			t.Errorf("Test %d: by %q prefixes %d/%d: got %q, %v; want %q", i, tc.by, tc.v4, tc.v6, got, ok, tc.want)
 		}
 	}
 }

@@ -93,6 +93,9 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends every rule's current counts.
 func (collector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range registry.list() {
+		if r.rule.DisableMetrics {
+			continue
+		}
 		st := r.stats.snapshot()
 		for _, v := range []struct {
 			decision string

@@ -52,6 +52,7 @@ func newRule(cfg Rule) (*rule, error) {
 	if r.keys, err = parseKeySources(r.By); err != nil {
 		return nil, err
 	}
+	withPrefixes(r.keys, r.IPv4Prefix, r.IPv6Prefix)
 	for _, e := range r.Exempt {
 		p, err := parsePrefix(e)
 		if err != nil {
@@ -124,6 +125,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return err
 		}
 		h.Rules = append(h.Rules, rules...)
+	}
+	if err := h.adoptZones(); err != nil {
+		return err
 	}
 	names := make(map[string]bool, len(h.Rules))
 	for _, r := range h.Rules {

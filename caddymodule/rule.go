@@ -111,6 +111,19 @@ type Rule struct {
 	// be personal data).
 	LogKey bool `json:"log_key,omitempty"`
 
+	// IPv4Prefix and IPv6Prefix shorten every part of the key that is an
+	// IP address (whatever its source: by ip, a header, a placeholder) to
+	// its network of that many bits, as mholt/caddy-ratelimit's zones do:
+	// with 24, the key 192.0.2.7 becomes 192.0.2.0/24. From 1 to 32 and 1
+	// to 128. Default: 0, the whole address.
+	IPv4Prefix int `json:"ipv4_prefix,omitempty"`
+	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
+
+	// DisableMetrics leaves the rule out of the Prometheus metrics: none
+	// of its per-rule series (requests_total, keys, evictions_total, held,
+	// store_*) is exported. Default: off.
+	DisableMetrics bool `json:"disable_metrics,omitempty"`
+
 	// GeoMultiplier scales every limit and burst of the rule by the
 	// client's country: ISO 3166-1 alpha-2 codes (either case) and
 	// "default" mapped to factors ≥ 0, as in {"RU": 1.5, "US": 1,
@@ -211,6 +224,12 @@ func (r *Rule) checkFields() error {
 	}
 	if err := r.limiterConfig().Validate(); err != nil {
 		return err
+	}
+	if r.IPv4Prefix < 0 || r.IPv4Prefix > 32 {
+		return fmt.Errorf("ipv4_prefix %d: must be 1 to 32", r.IPv4Prefix)
+	}
+	if r.IPv6Prefix < 0 || r.IPv6Prefix > 128 {
+		return fmt.Errorf("ipv6_prefix %d: must be 1 to 128", r.IPv6Prefix)
 	}
 	switch r.OnMissingKey {
 	case "", missingSkip, missingIP, missingDeny:

@@ -100,6 +100,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				ru.stats.decided(key, cost, false, false)
 				h.undo(w.Header(), r, &took, now)
 				w.Header().Set("Retry-After", "1")
+				if ru.ProblemJSON {
+					return writeUnavailable(w, 1)
+				}
 				return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("rate limit %s: store unavailable (on_store_error fail_closed)", ru.Name))
 			}
 		} else {
@@ -263,13 +266,14 @@ func (ru *rule) costOf(repl *caddy.Replacer) (int64, error) {
 // line, and a 429: an error for handle_errors when the server has such
 // routes, a problem+json body with problem_json, else the bare status.
 func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, cost int64, d *limiter.Decision, country string) error {
-	wait := d.RetryAfter
+	wait := denialWait(d, cost)
 	if ru.RetryJitter > 0 {
 		wait += time.Duration(rand.Float64() * ru.RetryJitter * float64(wait))
 	}
 	secs := max(1, ceilSeconds(wait))
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	repl.Set("http.rate_limit.rule", ru.Name)
+	repl.Set("http.rate_limit.exceeded.name", ru.Name) // caddy-ratelimit's name for it
 	repl.Set("http.rate_limit.key", shownKey(key))
 	repl.Set("http.rate_limit.retry_after", secs)
 	h.logDenial(ru, r, key, d, country, false)

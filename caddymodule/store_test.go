@@ -287,6 +287,9 @@ func TestRedisStoreServe(t *testing.T) {
 	modes := chain(redisHandler(t, srv, rule("m_local", storeErrorLocal, 2)))
 	open := chain(redisHandler(t, srv, rule("m_open", storeErrorFailOpen, 2)))
 	closed := redisHandler(t, srv, rule("m_closed", storeErrorFailClosed, 2))
+	problemRule := rule("m_closed_problem", storeErrorFailClosed, 2)
+	problemRule.ProblemJSON = true
+	closedProblem := redisHandler(t, srv, problemRule)
 	status(t, modes, newRequest("192.0.2.3")) // Redis: 1 of 2
 	srv.Kill()
 	start := time.Now()
@@ -307,8 +310,20 @@ func TestRedisStoreServe(t *testing.T) {
 	if he, ok := err.(caddyhttp.HandlerError); !ok || he.StatusCode != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
 		t.Errorf("fail_closed: %v, Retry-After %q; want 503 and 1", err, w.Header().Get("Retry-After"))
 	}
+	// with problem_json: draft-11's temporary-reduced-capacity problem
+	w = httptest.NewRecorder()
+	if err := chain(closedProblem).ServeHTTP(w, newRequest("192.0.2.3")); err != nil {
+		t.Errorf("fail_closed problem_json: %v", err)
+	}
+	wantBody := `{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",` +
+		`"title":"Request cannot be satisfied due to temporary reduced capacity","status":503,"detail":"Retry in 1 seconds."}`
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" ||
+		w.Header().Get("Content-Type") != "application/problem+json" || w.Body.String() != wantBody {
+		t.Errorf("fail_closed problem_json: %d, Retry-After %q, %q %s; want 503, 1, application/problem+json %s",
+			w.Code, w.Header().Get("Retry-After"), w.Header().Get("Content-Type"), w.Body, wantBody)
+	}
 	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("8 requests with Redis down took %s", took)
+		t.Errorf("9 requests with Redis down took %s", took)
 	}
 	if n := closed.rules[0].stats.fallbacks[modeIndex(storeErrorFailClosed)].Load(); n != 1 {
 		t.Errorf("fail_closed fallbacks %d, want 1", n)

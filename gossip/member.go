@@ -17,55 +17,6 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// Config configures a Cluster. The zero value of each field means its
-// default.
-type Config struct {
-	// NodeName names this node in the cluster, unique, at most 255 bytes.
-	// Default: hostname:port (the bound port).
-	NodeName string
-	// Bind is the host:port to listen on, UDP and TCP. Default
-	// 0.0.0.0:7946. Port 0 picks a free port (see Cluster.Addr).
-	Bind string
-	// Advertise is the host:port other nodes reach this one at, if not the
-	// bound one (NAT, containers). Optional.
-	Advertise string
-	// Join lists seed nodes (host:port). New joins them in the
-	// background, retrying with backoff until it is in a cluster of more
-	// than itself: New never blocks on them, and a seed list may name this
-	// node too.
-	Join []string
-	// SecretKeys are AES keys of 16, 24 or 32 bytes: the first encrypts,
-	// all decrypt (for key rotation). Required unless Bind is a loopback
-	// address.
-	SecretKeys [][]byte
-	// Label is memberlist's cluster label: packets and streams with
-	// another label are dropped, and it is authenticated with the key.
-	// Default "edgelimit".
-	Label string
-	// SyncInterval is how often the caller broadcasts reports; it sets
-	// how soon the background join first retries. Default 100ms.
-	SyncInterval time.Duration
-	// Rejoin is how often, once joined, this node tries to reconnect to
-	// members declared dead, and to the seeds, while any member is dead:
-	// memberlist alone never merges two sides of a partition that lasted
-	// longer than its GossipToTheDeadTime (30 s). Default 2s: a long
-	// partition heals within about that once the network does.
-	Rejoin time.Duration
-	// Logger receives memberlist's logs, which are chatty. Default:
-	// discarded.
-	Logger *log.Logger
-
-	// Tune, if set, may change memberlist's configuration last, after New
-	// has filled it in (tests use it to make failure detection fast).
-	Tune func(*memberlist.Config)
-	// WrapTransport, if set, wraps the network transport (tests use it to
-	// inject faults, see FaultTransport).
-	WrapTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
-}
-
-// DefaultBind is where a Cluster listens unless told otherwise.
-const DefaultBind = "0.0.0.0:7946"
-
 // Member states, as Members reports them.
 const (
 	StateAlive = "alive" // alive or suspect: memberlist v0.7.0 does not expose suspicion
@@ -91,22 +42,20 @@ type Stats struct {
 	BytesReceived    uint64
 	ReportsReceived  uint64 // report parts handed to onReport
 	ResetsReceived   uint64 // resets handed to onReset
-	// Dropped counts received messages dropped, by reason: the decoding
-	// reasons of Reason ("version", "type", "truncated", "too_large",
-	// "trailing") and "overflow" when the callbacks fall behind.
+	// Dropped counts packets, streams and messages received and dropped,
+	// by reason: memberlist's "label" (not the cluster's label),
+	// "decrypt" (not sent with a key of the cluster), "decode" and
+	// "empty" (a stream that ended before its first byte); the
+	// decoding reasons of Reason ("version", "type", "truncated",
+	// "too_large", "trailing"), memberlist's too; "overflow" when
+	// memberlist's queue or the callbacks fall behind; "other".
 	Dropped      map[string]uint64
 	JoinAttempts uint64
 	JoinFailures uint64
 }
 
-var dropReasons = [...]string{"version", "type", "truncated", "too_large", "trailing", "overflow", "other"}
-
 const (
-	inboxSize     = 1024             // decoded messages waiting for the callbacks
-	leaveTimeout  = time.Second      // how long Close waits for its leave to spread
-	maxJoinWait   = 10 * time.Second // the longest pause between join attempts
-	maxGone       = 256              // departed members remembered for Members
-	leftMemory    = time.Minute      // how long a leave message marks its sender as left
+	leaveTimeout  = time.Second // how long Close waits for its leave to spread
 	packetDefault = 1400
 )
 
@@ -119,6 +68,7 @@ type Cluster struct {
 	interval time.Duration
 	rejoin   time.Duration
 	logger   *log.Logger
+	droplog  *dropLog // memberlist's logger writes here
 
 	onReport func(Report)
 	onReset  func(rule, key string)
@@ -142,13 +92,6 @@ type Cluster struct {
 	recv, recvBytes, reportsRecv, resetsRecv atomic.Uint64
 	dropped                                  [len(dropReasons)]atomic.Uint64
 	joinAttempts, joinFailures               atomic.Uint64
-}
-
-// inbound is a decoded message waiting for dispatch: a report part if
-// report is set, else a reset.
-type inbound struct {
-	report *Report
-	reset  Reset
 }
 
 // New starts a cluster node: it binds, starts memberlist and, if
@@ -196,7 +139,24 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 		return nil, fmt.Errorf("gossip: label of %d bytes, the most is %d", len(cfg.Label), memberlist.LabelMaxSize)
 	}
 
-	nt, err := newNetTransport(host, port, logger)
+	c := &Cluster{
+		interval: cfg.SyncInterval,
+		rejoin:   cfg.Rejoin,
+		logger:   logger,
+		onReport: onReport,
+		onReset:  onReset,
+		inbox:    make(chan inbound, inboxSize),
+		alive:    make(map[string]memberlist.Node),
+		gone:     make(map[string]Member),
+		left:     make(map[string]time.Time),
+		done:     make(chan struct{}),
+	}
+	// memberlist and its transport log what they drop: count it, and
+	// sample the lines (see droplog.go).
+	c.droplog = newDropLog(logger, c.drop)
+	mlLogger := log.New(c.droplog, "", 0)
+
+	nt, err := newNetTransport(host, port, mlLogger)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: bind %q: %w", cfg.Bind, err)
 	}
@@ -209,20 +169,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 		_ = nt.Shutdown()
 		return nil, fmt.Errorf("gossip: node name of %d bytes, the most is %d", len(cfg.NodeName), MaxNodeName)
 	}
-
-	c := &Cluster{
-		name:     cfg.NodeName,
-		interval: cfg.SyncInterval,
-		rejoin:   cfg.Rejoin,
-		logger:   logger,
-		onReport: onReport,
-		onReset:  onReset,
-		inbox:    make(chan inbound, inboxSize),
-		alive:    make(map[string]memberlist.Node),
-		gone:     make(map[string]Member),
-		left:     make(map[string]time.Time),
-		done:     make(chan struct{}),
-	}
+	c.name = cfg.NodeName
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeName
@@ -244,8 +191,9 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 	mc.EnableCompression = false
 	mc.Delegate = delegate{c}
 	mc.Events = events{c}
-	mc.Logger = logger
-	var tr memberlist.NodeAwareTransport = nt
+	mc.Logger = mlLogger
+	watch := newStreamWatch(nt, c.droplog.emptyStream)
+	var tr memberlist.NodeAwareTransport = watch
 	if cfg.WrapTransport != nil {
 		tr = cfg.WrapTransport(tr)
 	}
@@ -257,7 +205,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
-		_ = nt.Shutdown()
+		_ = watch.Shutdown()
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
 	c.ml = ml
@@ -285,26 +233,6 @@ func newNetTransport(host string, port int, logger *log.Logger) (*memberlist.Net
 	return nil, err
 }
 
-func splitHostPort(hp string) (string, int, error) {
-	host, ps, err := net.SplitHostPort(hp)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(ps)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port %q", ps)
-	}
-	return host, port, nil
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // Name returns this node's name.
 func (c *Cluster) Name() string { return c.name }
 
@@ -322,66 +250,6 @@ func (c *Cluster) MaxMessageBytes() int { return c.maxMsg }
 
 // SyncInterval returns the configured sync interval.
 func (c *Cluster) SyncInterval() time.Duration { return c.interval }
-
-// Join joins the cluster through the given seeds now, and returns how
-// many it reached.
-func (c *Cluster) Join(seeds ...string) (int, error) {
-	c.joinAttempts.Add(1)
-	n, err := c.ml.Join(seeds)
-	if n == 0 {
-		c.joinFailures.Add(1)
-	}
-	return n, err
-}
-
-// joinLoop joins the seeds, retrying with backoff until this node is in
-// a cluster of more than itself; then, every rejoin interval while some
-// member is dead, it tries to reconnect to the dead members and the seeds,
-// so that the two sides of a long partition merge again once it heals.
-func (c *Cluster) joinLoop(seeds []string) {
-	defer c.wg.Done()
-	wait := max(c.interval, 100*time.Millisecond)
-	joined := len(seeds) == 0
-	for {
-		if !joined {
-			n, err := c.Join(seeds...)
-			if n > 0 && c.ml.NumMembers() > 1 {
-				joined = true
-			} else if err != nil {
-				c.logger.Printf("[WARN] gossip: join %v: %v; retrying in %v", seeds, err, wait)
-			}
-		} else if dead := c.deadAddrs(); len(dead) > 0 {
-			if _, err := c.Join(append(dead, seeds...)...); err != nil {
-				c.logger.Printf("[DEBUG] gossip: rejoin %v: %v", dead, err)
-			}
-		}
-		next := c.rejoin
-		if !joined {
-			next = wait
-			wait = min(2*wait, maxJoinWait)
-		}
-		t := time.NewTimer(next)
-		select {
-		case <-c.done:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// deadAddrs returns the addresses of the members declared dead.
-func (c *Cluster) deadAddrs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, m := range c.gone {
-		if m.State == StateDead {
-			out = append(out, m.Addr)
-		}
-	}
-	return out
-}
 
 // others returns the live members other than this node.
 func (c *Cluster) others() []*memberlist.Node {
@@ -535,147 +403,4 @@ func (c *Cluster) shutdown(leave bool) error {
 	}
 	c.wg.Wait()
 	return errors.Join(errs...)
-}
-
-func (c *Cluster) drop(reason string) {
-	i := slices.Index(dropReasons[:], reason)
-	if i < 0 {
-		i = len(dropReasons) - 1
-	}
-	c.dropped[i].Add(1)
-}
-
-// receive handles a user message from memberlist's goroutine: it decodes
-// it (copying out of b, which memberlist may reuse) and queues it for
-// dispatch, never blocking.
-func (c *Cluster) receive(b []byte) {
-	c.recv.Add(1)
-	c.recvBytes.Add(uint64(len(b)))
-	t, err := PeekType(b)
-	if err != nil {
-		c.drop(Reason(err))
-		return
-	}
-	var in inbound
-	switch t {
-	case MsgReport:
-		r, err := DecodeReport(b)
-		if err != nil {
-			c.drop(Reason(err))
-			return
-		}
-		in.report = &r
-	case MsgReset:
-		if in.reset, err = DecodeReset(b); err != nil {
-			c.drop(Reason(err))
-			return
-		}
-	case MsgLeave:
-		name, err := DecodeLeave(b)
-		if err != nil {
-			c.drop(Reason(err))
-			return
-		}
-		c.noteLeave(name)
-		return
-	}
-	select {
-	case c.inbox <- in:
-	default:
-		c.drop("overflow")
-	}
-}
-
-func (c *Cluster) dispatch() {
-	defer c.wg.Done()
-	for {
-		select {
-		case <-c.done:
-			return
-		case in := <-c.inbox:
-			if in.report != nil {
-				c.reportsRecv.Add(1)
-				if c.onReport != nil {
-					c.onReport(*in.report)
-				}
-			} else {
-				c.resetsRecv.Add(1)
-				if c.onReset != nil {
-					c.onReset(in.reset.Rule, in.reset.Key)
-				}
-			}
-		}
-	}
-}
-
-// noteLeave records a leave message from name, which may come before or
-// after memberlist reports the node gone.
-func (c *Cluster) noteLeave(name string) {
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m, ok := c.gone[name]; ok {
-		m.State = StateLeft
-		c.gone[name] = m
-		return
-	}
-	for n, t := range c.left {
-		if now.Sub(t) > leftMemory {
-			delete(c.left, n)
-		}
-	}
-	if len(c.left) < maxGone {
-		c.left[name] = now
-	}
-}
-
-// delegate receives memberlist's user messages.
-type delegate struct{ c *Cluster }
-
-func (d delegate) NodeMeta(int) []byte                 { return nil }
-func (d delegate) NotifyMsg(b []byte)                  { d.c.receive(b) }
-func (d delegate) GetBroadcasts(int, int) [][]byte     { return nil }
-func (d delegate) LocalState(bool) []byte              { return nil }
-func (d delegate) MergeRemoteState(buf []byte, _ bool) {}
-
-// events follows members coming and going. memberlist calls it with its
-// node lock held: it only updates maps.
-type events struct{ c *Cluster }
-
-func (e events) NotifyJoin(n *memberlist.Node) {
-	e.c.mu.Lock()
-	delete(e.c.gone, n.Name)
-	e.c.alive[n.Name] = *n
-	e.c.mu.Unlock()
-}
-
-func (e events) NotifyUpdate(n *memberlist.Node) {
-	e.c.mu.Lock()
-	e.c.alive[n.Name] = *n
-	e.c.mu.Unlock()
-}
-
-func (e events) NotifyLeave(n *memberlist.Node) {
-	c := e.c
-	now := time.Now()
-	m := Member{Name: n.Name, Addr: n.Address(), State: StateDead, Since: now}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.alive, n.Name)
-	if t, ok := c.left[n.Name]; ok {
-		delete(c.left, n.Name)
-		if now.Sub(t) <= leftMemory {
-			m.State = StateLeft
-		}
-	}
-	if _, ok := c.gone[n.Name]; !ok && len(c.gone) >= maxGone {
-		var oldest string
-		for name, g := range c.gone {
-			if oldest == "" || g.Since.Before(c.gone[oldest].Since) {
-				oldest = name
-			}
-		}
-		delete(c.gone, oldest)
-	}
-	c.gone[n.Name] = m
 }

@@ -275,7 +275,10 @@ func checkClusterStats(t *testing.T, nodes []*sharedNode) {
 			t.Errorf("%s exchanged no reports: %+v", n.name, st)
 		}
 		for reason, v := range st.Dropped {
-			if v != 0 {
+			// a member under load may give up on a stream before its
+			// first byte (memberlist's TCP ping past its deadline):
+			// counted as empty, not a message lost
+			if v != 0 && reason != "empty" {
 				t.Errorf("%s dropped %d messages as %s", n.name, v, reason)
 			}
 		}

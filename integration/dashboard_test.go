@@ -120,7 +120,20 @@ type page struct {
 // endpoint in it; referrer, if set, is sent as a link from it would.
 func openDashboard(t *testing.T, p *caddyProc, referrer string) *page {
 	t.Helper()
-	pg := &page{t: t, ctx: newBrowser(t, 1280, 800), origin: "http://" + p.data.Admin}
+	origin := "http://" + p.data.Admin
+	return openPage(t, origin, origin+"/rate_limit/ui/", referrer, nil)
+}
+
+// openPage opens a browser tab that sends headers with every request,
+// then the dashboard at url, served from origin.
+func openPage(t *testing.T, origin, url, referrer string, headers map[string]any) *page {
+	t.Helper()
+	pg := &page{t: t, ctx: newBrowser(t, 1280, 800), origin: origin}
+	if headers != nil {
+		if _, err := chromedp.Call(pg.ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: headers}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	err := chromedp.Listen(pg.ctx, func(ev any) {
 		pg.mu.Lock()
 		defer pg.mu.Unlock()
@@ -154,7 +167,6 @@ func openDashboard(t *testing.T, p *caddyProc, referrer string) *page {
 		}
 	}()
 	t.Cleanup(pg.check)
-	url := pg.origin + "/rate_limit/ui/"
 	res, err := chromedp.Call(pg.ctx, cdppage.Navigate, cdppage.NavigateParams{URL: url, Referrer: referrer})
 	if err != nil || res.ErrorText != "" {
 		t.Fatalf("navigating to %s: %v %s", url, err, res.ErrorText)

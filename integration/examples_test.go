@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,13 @@ func TestExampleQuickstart(t *testing.T) {
 		t.Errorf("X-RateLimit-Remaining %q, want 4", got)
 	}
 	wantStatuses(t, "/api/*", p.statuses(t, 5, "/api/hello"), seq(4, 200, 1, 429))
+	// Draft-11 §6: the 429's Retry-After is the end of the effective
+	// window t, the time the next request frees up (a cost of 1: the same).
+	code, h, _ = p.get(t, "/api/hello")
+	_, r, tt := parseRateLimit(t, h.Get("RateLimit"))
+	if code != 429 || r != 0 || strconv.FormatInt(tt, 10) != h.Get("Retry-After") {
+		t.Errorf("7th /api/hello: %d, RateLimit %q, Retry-After %q; want 429, r=0 and Retry-After = t", code, h.Get("RateLimit"), h.Get("Retry-After"))
+	}
 }
 
 func TestExampleAlgorithms(t *testing.T) {

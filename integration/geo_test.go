@@ -195,7 +195,7 @@ func TestGeoConfigErrors(t *testing.T) {
 		{"not a database", "{\n\trate_limit {\n\t\tgeoip " + notADB + "\n\t}\n}\n" + site,
 			`loading geoip database "` + notADB + `": not a valid MaxMind database`},
 		{"no country source", site,
-			`rule public: geo_multiplier needs the client's country`},
+			`rule "public": geo_multiplier needs the client's country`}, // at its line, by the adapter
 	} {
 		file := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".Caddyfile")
 		if err := os.WriteFile(file, []byte(c.caddyfile), 0o644); err != nil {

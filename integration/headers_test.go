@@ -50,10 +50,13 @@ func wantRetryAfter(t *testing.T, what string, h http.Header, most int64) {
 }
 
 // TestHeadersIETF checks RateLimit-Policy and RateLimit on every request
-// up to and past the limit, for each window algorithm, with the reset
-// computed from the algorithm: a sliding log and a token bucket give exact
-// values; the windows' resets depend on the epoch-aligned window the
-// request fell in, bounded by the times before and after it.
+// up to and past the limit, for each window algorithm, with t (draft-11's
+// effective window: until one more unit frees up, if the key took what is
+// left) computed from the algorithm: a sliding log (its oldest request's
+// expiry) and a token bucket (one unit, 6 days) give exact values; the
+// windows' depend on the epoch-aligned window the request fell in (the
+// sliding window's next unit comes a fifth into the next one), bounded by
+// the times before and after it. The 429's Retry-After is t.
 func TestHeadersIETF(t *testing.T) {
 	t.Parallel()
 	p := startCaddy(t, plainGlobals+`
@@ -91,14 +94,13 @@ func TestHeadersIETF(t *testing.T) {
 			return thirtyDays, thirtyDays
 		}},
 		{"/token_bucket", "bucket", func(k int, _, _ time.Time) (int64, int64) {
-			k = min(k, 5) // a denied request takes nothing
-			return int64(k) * thirtyDays / 5, int64(k) * thirtyDays / 5
+			return thirtyDays / 5, thirtyDays / 5
 		}},
 		{"/fixed_window", "fixed", func(k int, before, after time.Time) (int64, int64) {
 			return ceilSec(windowEnd(after, w, 0).Sub(after)), ceilSec(windowEnd(before, w, 0).Sub(before))
 		}},
 		{"/sliding_window", "sliding", func(k int, before, after time.Time) (int64, int64) {
-			return ceilSec(windowEnd(after, w, 1).Sub(after)), ceilSec(windowEnd(before, w, 1).Sub(before))
+			return ceilSec(windowEnd(after, w, 0).Sub(after) + w/5), ceilSec(windowEnd(before, w, 0).Sub(before) + w/5)
 		}},
 	} {
 		wantPolicy := fmt.Sprintf(`"%s";q=5;w=%d`, tc.name, thirtyDays)
@@ -130,7 +132,9 @@ func TestHeadersIETF(t *testing.T) {
 				t.Errorf("%s: RateLimit %q: t=%d, want %d..%d", what, vals[0], reset, lo, hi)
 			}
 			if k == 6 {
-				wantRetryAfter(t, what, h, 2*thirtyDays)
+				if v := h.Get("Retry-After"); v != strconv.FormatInt(reset, 10) {
+					t.Errorf("%s: Retry-After %q, want t, %d", what, v, reset)
+				}
 			} else if v := h.Get("Retry-After"); v != "" {
 				t.Errorf("%s: Retry-After %q on an allowed request", what, v)
 			}

@@ -122,10 +122,7 @@ func BenchmarkKeys1M(b *testing.B) {
 // A flood of new keys through a full Limiter: every request evicts one.
 func BenchmarkNewKeysEvicting(b *testing.B) {
 	l := mustNew(b, Config{Limits: []Limit{{100, time.Minute}}, MaxKeys: 100_000})
-	keys := make([]string, 1<<20)
-	for i := range keys {
-		keys[i] = "flood-" + strconv.Itoa(i)
-	}
+	keys := floodKeys()
 	for i := range 200_000 {
 		l.AllowAt(keys[i], base, 1)
 	}
@@ -148,10 +145,7 @@ func BenchmarkNewKeysEvictingAmongSpent(b *testing.B) {
 		l.AllowAt(k, base, 1)
 		l.AllowAt(k, base, 1)
 	}
-	keys := make([]string, 1<<20)
-	for i := range keys {
-		keys[i] = "flood-" + strconv.Itoa(i)
-	}
+	keys := floodKeys()
 	_, before := l.EvictionCounts() // shards filled unevenly evict spent keys
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -166,4 +160,13 @@ func BenchmarkNewKeysEvictingAmongSpent(b *testing.B) {
 	if _, spent := l.EvictionCounts(); spent-before > uint64(len(l.shards)) {
 		b.Fatalf("%d spent keys evicted by the flood, %d shards", spent-before, len(l.shards))
 	}
+}
+
+// floodKeys are 1<<20 distinct keys, for floods of new keys.
+func floodKeys() []string {
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = "flood-" + strconv.Itoa(i)
+	}
+	return keys
 }

@@ -63,7 +63,7 @@ func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64, scaled b
 		return
 	}
 	a, b, full := tatAfter(now, next, n)
-	*s = step{ok: true, a: a, b: b, quota: newQuota(n, w, tau.sub(next).div(uint64(w)), full)}
+	*s = step{ok: true, a: a, b: b, quota: newQuota(n, w, tau.sub(next).div(uint64(w)), full, nextUnit(tau, next, w, n))}
 }
 
 // atMostFull moves a token bucket's TAT back to a full bucket's, capacity
@@ -86,7 +86,23 @@ func atMostFull(a, b *uint64, now, w, n, capacity int64) {
 // tokenQuota reports a token bucket x ahead of now: the whole units left
 // under the tolerance, and the time until it is full.
 func tokenQuota(n, w int64, tau, x u128) Quota {
-	return newQuota(n, w, tau.sub(x).div(uint64(w)), x.ceil(uint64(n)))
+	return newQuota(n, w, tau.sub(x).div(uint64(w)), x.ceil(uint64(n)), nextUnit(tau, x, w, n))
+}
+
+// nextUnit is a token bucket's effective window: how long, if the key
+// took the whole units left under tolerance limit (x ahead of now), until
+// one more fits: taking them leaves limit−x mod w of room, short of w by
+// what must drain first (x − limit + w when x is already past limit; all
+// in n-ths of a nanosecond).
+func nextUnit(limit, x u128, w, n int64) int64 {
+	var over u128 // what taking the units left leaves past limit, ≤ w
+	if limit.less(x) {
+		over = x.sub(limit).add(u128{0, uint64(w)})
+	} else {
+		_, rem := limit.sub(x).divmod(uint64(w))
+		over = u128{0, uint64(w) - rem}
+	}
+	return over.ceil(uint64(n))
 }
 
 // leakyBucket is nginx's limit_req without nodelay, on a GCRA TAT: requests
@@ -112,13 +128,25 @@ func leakyBucket(s *step, a, b uint64, now, w, n, depth, maxDelay, cost int64) {
 	}
 	next := x.add(mul(uint64(cost), uint64(w)))
 	a, b, empty := tatAfter(now, next, n)
-	*s = step{ok: true, a: a, b: b, delay: x.ceil(uint64(n)), quota: newQuota(n, w, queueRoom(w, limit, next), empty)}
+	*s = step{ok: true, a: a, b: b, delay: x.ceil(uint64(n)), quota: newQuota(n, w, queueRoom(w, limit, next), empty, queueNext(limit, next, w, n))}
 }
 
 // leakyQuota reports a leaky bucket x ahead of now: how many more one-unit
 // requests it may queue, and the time until the queue is empty.
 func leakyQuota(n, w int64, limit, x u128) Quota {
-	return newQuota(n, w, queueRoom(w, limit, x), x.ceil(uint64(n)))
+	return newQuota(n, w, queueRoom(w, limit, x), x.ceil(uint64(n)), queueNext(limit, x, w, n))
+}
+
+// queueNext is a leaky bucket's effective window: how long, if the key
+// queued the requests it has room for, until the queue had room for one
+// more: the room-th request leaves the backlog past limit, by
+// w − (limit−x) mod w (or by x − limit with no room).
+func queueNext(limit, x u128, w, n int64) int64 {
+	if limit.less(x) {
+		return x.sub(limit).ceil(uint64(n))
+	}
+	_, rem := limit.sub(x).divmod(uint64(w))
+	return int64(uint64(w)-rem+uint64(n)-1) / n
 }
 
 // queueRoom is how many more one-unit requests a leaky bucket x ahead of

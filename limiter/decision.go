@@ -14,6 +14,13 @@ type Quota struct {
 	// Reset is how long until the key's quota is whole again, if it takes
 	// nothing more.
 	Reset time.Duration
+	// Effective is the limit's effective window (draft-11's t): how long,
+	// if the key took its Remaining now, until one more unit would fit. A
+	// fixed window's end; the next unit of a token or leaky bucket; the
+	// time a sliding window's estimate, or a sliding log's oldest event,
+	// frees a unit. Within Effective the key can take no more than
+	// Remaining. Never zero in a decision.
+	Effective time.Duration
 }
 
 // Decision is the answer to one request.

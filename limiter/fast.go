@@ -112,7 +112,11 @@ func (ub unitBucket) token(s *step, a uint64, now, w, n, cost int64) bool {
 		return false
 	}
 	next := x + c
-	*s = step{ok: true, a: uint64(now) + next, quota: newQuota(n, w, int64(ub.quo(ub.limit-next)), int64(next))}
+	left := ub.quo(ub.limit - next)
+	// nextUnit: taking the units left, one more fits a unit less what
+	// the tolerance has over them later
+	eff := ub.unit - (ub.limit - next - left*ub.unit)
+	*s = step{ok: true, a: uint64(now) + next, quota: newQuota(n, w, int64(left), int64(next), int64(eff))}
 	return true
 }
 
@@ -127,10 +131,11 @@ func (ub unitBucket) leaky(s *step, a uint64, now, w, n, cost int64) bool {
 	if next > maxSpan {
 		return false
 	}
-	room := int64(0)
+	room, eff := int64(0), next-ub.limit // queueNext, with no room
 	if next <= ub.limit {
-		room = int64(ub.quo(ub.limit-next)) + 1
+		q := ub.quo(ub.limit - next)
+		room, eff = int64(q)+1, ub.unit-(ub.limit-next-q*ub.unit)
 	}
-	*s = step{ok: true, a: uint64(now) + next, delay: int64(x), quota: newQuota(n, w, room, int64(next))}
+	*s = step{ok: true, a: uint64(now) + next, delay: int64(x), quota: newQuota(n, w, room, int64(next), int64(eff))}
 	return true
 }

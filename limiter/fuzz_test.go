@@ -148,6 +148,12 @@ func checkSane(t *testing.T, op int, cfg Config, d Decision, cost int64) {
 		if q.Remaining < 0 || q.Reset < 0 {
 			t.Fatalf("op %d: limit %d: Remaining %d, Reset %v", op, i, q.Remaining, q.Reset)
 		}
+		if q.Effective <= 0 {
+			t.Fatalf("op %d: limit %d: Effective %v", op, i, q.Effective)
+		}
+		if !d.Allowed && cost == 1 && q.Remaining == 0 && d.RetryAfter < q.Effective {
+			t.Fatalf("op %d: limit %d: RetryAfter %v before the effective window's end %v", op, i, d.RetryAfter, q.Effective)
+		}
 		if q.Limit != cfg.Limits[i].Count || q.Window != cfg.Limits[i].Window {
 			t.Fatalf("op %d: limit %d reported as %d/%v", op, i, q.Limit, q.Window)
 		}

@@ -179,7 +179,7 @@ func TestScale(t *testing.T) {
 	// Scale 0 through AllowScaledAt (the table's 0 means 1).
 	for _, algo := range allAlgorithms {
 		l := mustNew(t, Config{Algorithm: algo, Limits: []Limit{{10, s1}}})
-		if d := l.AllowScaledAt("k", base, 0, 0); d.Allowed || d.RetryAfter != s1 || d.Quotas[0] != (Quota{Window: s1}) {
+		if d := l.AllowScaledAt("k", base, 0, 0); d.Allowed || d.RetryAfter != s1 || d.Quotas[0] != (Quota{Window: s1, Effective: s1}) {
 			t.Errorf("%s: scale 0: %+v, want blocked", algo, d)
 		}
 	}

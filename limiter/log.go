@@ -125,7 +125,8 @@ func slidingLog(s *step, l *eventLog, now, w, n, cost int64) {
 		if live {
 			reset = l.newest() + w - now
 		}
-		*s = step{quota: newQuota(n, w, n-held, reset), retry: logRetry(l, first, held, now, w, n, cost), never: cost > n}
+		next := logRetry(l, first, max(held, n), now, w, n, 1)
+		*s = step{quota: newQuota(n, w, n-held, reset, next), retry: logRetry(l, first, held, now, w, n, cost), never: cost > n}
 		return
 	}
 	reset := int64(0)
@@ -135,7 +136,10 @@ func slidingLog(s *step, l *eventLog, now, w, n, cost int64) {
 	case live:
 		reset = l.newest() + w - now
 	}
-	*s = step{ok: true, quota: newQuota(n, w, n-held-cost, reset)}
+	// Effective: if the key took what is left now, the first unit back is
+	// the oldest live event's (or, with none, the units taken now).
+	next := logRetry(l, first, max(held+cost, n), now, w, n, 1)
+	*s = step{ok: true, quota: newQuota(n, w, n-held-cost, reset, next)}
 }
 
 // logAdmit records cost units taken at now (or at the newest event, if

@@ -13,12 +13,13 @@ type step struct {
 	delay int64 // ns to hold the request; leaky bucket only
 }
 
-// newQuota fills the reported quota of a step.
-func newQuota(n, w, remaining, reset int64) Quota {
+// newQuota fills the reported quota of a step; effective is at least 1ns.
+func newQuota(n, w, remaining, reset, effective int64) Quota {
 	return Quota{
 		Limit:     n,
 		Window:    time.Duration(w),
 		Remaining: max(remaining, 0),
 		Reset:     time.Duration(max(reset, 0)),
+		Effective: time.Duration(max(effective, 1)),
 	}
 }

@@ -19,11 +19,11 @@ func fixedWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 		if cost > n {
 			retry = w
 		}
-		*s = step{quota: newQuota(n, w, n-count, end), retry: retry, never: cost > n}
+		*s = step{quota: newQuota(n, w, n-count, end, end), retry: retry, never: cost > n}
 		return
 	}
 	count += cost
-	*s = step{ok: true, a: uint64(cur), b: uint64(count), quota: newQuota(n, w, n-count, end)}
+	*s = step{ok: true, a: uint64(cur), b: uint64(count), quota: newQuota(n, w, n-count, end, end)}
 }
 
 // refundFixedWindow gives back cost units taken in the window that holds
@@ -56,9 +56,12 @@ func slidingWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 		prev = int64(uint32(b))
 	}
 	if prev == 0 && curr+cost <= n {
-		// nothing to weigh: the estimate is curr, and the request fits
+		// nothing to weigh: the estimate is curr, and the request fits;
+		// taking the rest would make it n, and one more fits once curr's
+		// weight has fallen by a unit in the next window (slidingNext)
 		curr += cost
-		*s = step{ok: true, a: uint64(cur), b: uint64(curr), quota: newQuota(n, w, n-curr, slidingReset(cur, w, now, 0, curr))}
+		*s = step{ok: true, a: uint64(cur), b: uint64(curr),
+			quota: newQuota(n, w, n-curr, slidingReset(cur, w, now, 0, curr), cur+w-now+ceilDiv(w, n))}
 		return
 	}
 	elapsed := max(now-cur, 0)
@@ -67,20 +70,29 @@ func slidingWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 	limit := mul(uint64(n), uint64(w))
 	after := used.add(mul(uint64(cost), uint64(w)))
 	if limit.less(after) {
+		r := limit.sub(used).div(uint64(w))
 		*s = step{
-			quota: newQuota(n, w, limit.sub(used).div(uint64(w)), slidingReset(cur, w, now, prev, curr)),
+			quota: newQuota(n, w, r, slidingReset(cur, w, now, prev, curr), slidingNext(now, cur, w, n, prev, curr, r)),
 			retry: slidingRetry(now, cur, w, n, prev, curr, cost),
 			never: cost > n,
 		}
 		return
 	}
 	curr += cost
+	r := limit.sub(after).div(uint64(w))
 	*s = step{
 		ok:    true,
 		a:     uint64(cur),
 		b:     uint64(prev)<<32 | uint64(curr),
-		quota: newQuota(n, w, limit.sub(after).div(uint64(w)), slidingReset(cur, w, now, prev, curr)),
+		quota: newQuota(n, w, r, slidingReset(cur, w, now, prev, curr), slidingNext(now, cur, w, n, prev, curr, r)),
 	}
+}
+
+// slidingNext is a sliding window's effective window: how long, if the
+// key took its r remaining units now, until one more would fit (as prev's
+// weight falls, or in the next window).
+func slidingNext(now, cur, w, n, prev, curr, r int64) int64 {
+	return slidingRetry(now, cur, w, n, prev, curr+r, 1)
 }
 
 // slidingReset is how long until both windows' counts have aged out.

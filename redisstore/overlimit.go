@@ -73,6 +73,7 @@ func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (d
 	d.RetryAfter = max(d.RetryAfter-gone, 0)
 	for i := 0; i < d.Len; i++ {
 		d.Quotas[i].Reset = max(d.Quotas[i].Reset-gone, 0)
+		d.Quotas[i].Effective = max(d.Quotas[i].Effective-gone, time.Microsecond)
 	}
 	return d, true, epoch
 }

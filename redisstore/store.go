@@ -183,7 +183,7 @@ func (s *Store) Reset(ctx context.Context, key string) error {
 func (s *Store) blocked() limiter.Decision {
 	d := limiter.Decision{RetryAfter: s.longest, Len: len(s.cfg.Limits)}
 	for i, l := range s.cfg.Limits {
-		d.Quotas[i] = limiter.Quota{Window: l.Window}
+		d.Quotas[i] = limiter.Quota{Window: l.Window, Effective: l.Window}
 	}
 	return d
 }
@@ -222,6 +222,7 @@ func (s *Store) read(d *limiter.Decision, n []int64, scale float64) {
 	for i, l := range s.cfg.Limits {
 		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, scale), Window: l.Window, Remaining: max(n[4+2*i], 0), Reset: us(n[5+2*i])}
 	}
+	s.effective(d, scale)
 }
 
 // Refund gives back cost units that Allow took for key moments ago (when

@@ -102,6 +102,7 @@ func matchLimiter(t *testing.T, limits []limiter.Limit, burst int64, costs []int
 						t.Fatal(err)
 					}
 					sameDecision(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), got, want)
+					sameEffective(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), cfg, got, want)
 				}
 			})
 		}
@@ -123,6 +124,22 @@ func sameDecision(t *testing.T, what string, got, want limiter.Decision) {
 		g, w := got.Quotas[j], want.Quotas[j]
 		if g.Remaining != w.Remaining || g.Limit != w.Limit || !near(g.Reset, w.Reset) {
 			t.Fatalf("%s: limit %d: %+v, want %+v", what, j, g, w)
+		}
+	}
+}
+
+// sameEffective fails the test unless Redis's effective windows are the
+// limiter's, within a second, where the reply says enough to derive them
+// (fixed_window without a burst bucket, token_bucket, leaky_bucket), and
+// never a second earlier than the limiter's elsewhere.
+func sameEffective(t *testing.T, what string, cfg Config, got, want limiter.Decision) {
+	t.Helper()
+	exact := cfg.Algorithm == limiter.TokenBucket || cfg.Algorithm == limiter.LeakyBucket ||
+		cfg.Algorithm == limiter.FixedWindow && cfg.Burst == 0
+	for j := range got.Len {
+		g, w := got.Quotas[j].Effective, want.Quotas[j].Effective
+		if exact && !near(g, w) || !exact && g < w-time.Second {
+			t.Fatalf("%s: limit %d: effective window %s, want %s", what, j, g, w)
 		}
 	}
 }

@@ -8,6 +8,23 @@
 
 const api = new URL("../", location.href); // /rate_limit/
 const configRoot = new URL("../../config/", location.href); // Caddy's /config/
+// On a site (the rate_limit_ui handler, wherever its route mounts it), the
+// page asks its own URL, the route in a query parameter: ?api=rules/NAME
+// for the admin API's /rate_limit/rules/NAME, ?config=PATH for /config/.
+const site = document.documentElement.hasAttribute("data-site");
+
+// siteURL is this page's URL with one query parameter.
+function siteURL(param, value) {
+  const u = new URL(location.pathname, location.href);
+  u.searchParams.set(param, value);
+  return u;
+}
+
+// apiURL is the URL of an admin API route: rest is its path after
+// /rate_limit/ (percent-encoded segments), with any query.
+const apiURL = (rest = "") => (site ? siteURL("api", rest) : new URL(rest, api));
+// cfgURL is the URL of a path of Caddy's config ("" for all of it).
+const cfgURL = (rest = "") => (site ? siteURL("config", rest) : new URL(rest, configRoot));
 const pollEvery = 2000; // ms between reads of the admin API
 const keepFor = 5 * 60 * 1000; // ms of traffic the charts show
 
@@ -70,7 +87,7 @@ async function call(method, url, body, headers = {}) {
 }
 
 const seg = encodeURIComponent; // a rule name or key as one path segment
-const ruleURL = (rule, rest = "") => new URL(`rules/${seg(rule)}${rest}`, api);
+const ruleURL = (rule, rest = "") => apiURL(`rules/${seg(rule)}${rest}`);
 // escaped: the key is the admin API's percent-escaped form of one that is
 // not UTF-8 text, already a path segment.
 const keyURL = (rule, key, escaped) => ruleURL(rule, `/keys/${escaped ? key : seg(key)}`);
@@ -430,14 +447,14 @@ function findRules(v, name, path = [], out = []) {
 }
 
 const at = (v, path) => path.reduce((x, k) => x[k], v);
-const configURL = (path) => new URL(path.map(seg).join("/"), configRoot);
+const configURL = (path) => cfgURL(path.map(seg).join("/"));
 
 async function loadEdit(rule) {
   const form = $("edit-form");
   form.hidden = true;
   $("snippet").hidden = true;
   try {
-    const { data, resp } = await call("GET", configRoot);
+    const { data, resp } = await call("GET", cfgURL());
     if (state.view.rule !== rule) return;
     state.edit = { rule, etag: resp.headers.get("Etag"), config: data, found: findRules(data, rule) };
   } catch (e) {
@@ -593,7 +610,7 @@ async function tick() {
   const me = ++ticks;
   clearTimeout(timer);
   try {
-    const [ov, cl] = await Promise.all([call("GET", api), call("GET", new URL("cluster", api))]);
+    const [ov, cl] = await Promise.all([call("GET", apiURL()), call("GET", apiURL("cluster"))]);
     const k = state.view.page === "rule" && state.key;
     const [key] = await Promise.all([k ? readKey(k.rule, k.key, k.escaped) : null, state.view.page === "rule" ? refreshTop() : null]);
     if (me !== ticks) return;

@@ -1,0 +1,68 @@
+// Package caddymodule is edgelimit's Caddy side: the modules that a Caddy
+// built with this plugin registers, and the glue between Caddy's config,
+// requests and admin API and the packages that do the work (limiter, geo,
+// gossip, redisstore, jwtkey, topkeys), none of which import Caddy.
+//
+// # The three modules
+//
+//   - http.handlers.rate_limit (Handler, directive rate_limit): decides
+//     each request against its rules, answers 429 or passes it on with the
+//     rules' headers.
+//   - rate_limit (App, global option rate_limit): what is process-wide for
+//     a config: the geoip database, the JWT verifier, the cluster node,
+//     the Redis client, the sweep of idle keys.
+//   - admin.api.rate_limit (adminAPI): the live state under
+//     /rate_limit/ on Caddy's admin endpoint, and the dashboard at
+//     /rate_limit/ui/.
+//
+// # Where things are
+//
+//   - handler.go (the Handler type), provision.go (its Provision, Validate
+//     and Cleanup, and the per-rule checks and warnings), serve.go (a
+//     request's way through: match, key, cost, decide, deny or hold),
+//     keys.go (key sources), tiers.go, geo.go (a request's country),
+//     jwt.go (claims of verified tokens), ledger.go (what a request took,
+//     to give back when a later rule denies), headers.go, problem.go,
+//     events.go (denial log lines and Caddy events), proxies.go (the
+//     trusted_proxies_strict warning).
+//   - rule.go: Rule, a rule's JSON config, its defaults and the checks of
+//     its fields; needs.go: what a rule needs of the App.
+//   - app.go: App, its lifecycle, and the registry of rules' limiters
+//     (registry); stats.go and metrics.go: the rules' counts, exported to
+//     Prometheus; cluster.go and cluster_admin.go: the cluster node;
+//     store.go and store_nodes.go: the Redis store and the fleet's
+//     heartbeat.
+//   - caddyfile*.go: the Caddyfile adapter (caddyfile.go the directive,
+//     caddyfile_rule.go a rule's subdirectives, caddyfile_global.go the
+//     global option, caddyfile_compat.go caddy-ratelimit's syntax);
+//     rulesfile.go: the EdgeByte YAML rules file, read at Provision
+//     through the same subdirective parser.
+//   - admin*.go and dashboard.go (with the embedded dashboard/ folder): the
+//     admin API and the dashboard.
+//
+// # A config's lifecycle, and what survives a reload
+//
+// A rule's state is keyed by the rule's name, process-wide, so that a
+// reload keeps every client's counters:
+//
+//  1. Provision. Caddy provisions the new config while the old one still
+//     serves. Each Handler provisions its rules; each rule asks the App
+//     for its limiter (App.limiterFor): the registry's limiter of that
+//     name if it can keep its counters under the new limits, else a
+//     successor that will adopt the state of the limits it shares with the
+//     running one. Nothing changes yet: the change is pending, so that a
+//     config that fails to load changes nothing. `caddy validate` stops
+//     here (no port is bound, no node counted in Redis).
+//  2. Commit, at the App's Start or at the first request of a new
+//     handler, whichever comes first (Caddy starts apps in no set order):
+//     the pending limiters are put in force, successors adopt their
+//     predecessors' keys, the cluster node learns the rules.
+//  3. Cleanup of the old config releases its references; a limiter no
+//     config uses any more is dropped. If the new config failed to start,
+//     its Cleanup reverts the registry to the running config's limiters.
+//
+// Process-wide resources outlive a config the same way, each in a pool
+// keyed by its settings: the geoip databases (a caddy.UsagePool), the
+// Redis clients, the cluster nodes (a reload with an unchanged cluster
+// block keeps the node: no rebind, no rejoin) and the fleet heartbeats.
+package caddymodule

@@ -1,0 +1,108 @@
+package gossip
+
+import (
+	"fmt"
+	"slices"
+)
+
+// dropReasons are the reasons Stats.Dropped counts by; the last catches
+// any other. memberlist drops packets and streams without the cluster's
+// label ("label"), that fail decryption ("decrypt", so sent without the
+// key), that it cannot decode ("decode"), cut short ("truncated") or over
+// its size limits ("too_large"), and streams that end before their first
+// byte ("empty": port scans, and a member under load giving up); this
+// package drops messages it cannot decode (the reasons of Reason) and
+// those that arrive faster than the callbacks take them ("overflow",
+// memberlist's queue too).
+var dropReasons = [...]string{"label", "decrypt", "decode", "empty", "version", "type", "truncated", "too_large", "trailing", "overflow", "other"}
+
+// inboxSize bounds the decoded messages waiting for the callbacks.
+const inboxSize = 1024
+
+// inbound is a decoded message waiting for dispatch: a report part if
+// report is set, else a reset.
+type inbound struct {
+	report *Report
+	reset  Reset
+}
+
+// drop counts one packet, stream or message dropped for reason.
+func (c *Cluster) drop(reason string) {
+	i := slices.Index(dropReasons[:], reason)
+	if i < 0 {
+		i = len(dropReasons) - 1
+	}
+	c.dropped[i].Add(1)
+}
+
+// reject drops a message that failed to decode, and logs it, sampled
+// with memberlist's lines of the reason.
+func (c *Cluster) reject(err error) {
+	reason := Reason(err)
+	c.drop(reason)
+	c.droplog.sampled(reason, "[WARN] gossip: dropped a message: "+err.Error())
+}
+
+// receive handles a user message from memberlist's goroutine: it decodes
+// it (copying out of b, which memberlist may reuse) and queues it for
+// dispatch, never blocking.
+func (c *Cluster) receive(b []byte) {
+	c.recv.Add(1)
+	c.recvBytes.Add(uint64(len(b)))
+	t, err := PeekType(b)
+	if err != nil {
+		c.reject(err)
+		return
+	}
+	var in inbound
+	switch t {
+	case MsgReport:
+		r, err := DecodeReport(b)
+		if err != nil {
+			c.reject(err)
+			return
+		}
+		in.report = &r
+	case MsgReset:
+		if in.reset, err = DecodeReset(b); err != nil {
+			c.reject(err)
+			return
+		}
+	case MsgLeave:
+		name, err := DecodeLeave(b)
+		if err != nil {
+			c.reject(err)
+			return
+		}
+		c.noteLeave(name)
+		return
+	}
+	select {
+	case c.inbox <- in:
+	default:
+		c.drop("overflow")
+		c.droplog.sampled("overflow", fmt.Sprintf("[WARN] gossip: dropped a message: %d are waiting for the callbacks", inboxSize))
+	}
+}
+
+func (c *Cluster) dispatch() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.done:
+			return
+		case in := <-c.inbox:
+			if in.report != nil {
+				c.reportsRecv.Add(1)
+				if c.onReport != nil {
+					c.onReport(*in.report)
+				}
+			} else {
+				c.resetsRecv.Add(1)
+				if c.onReset != nil {
+					c.onReset(in.reset.Rule, in.reset.Key)
+				}
+			}
+		}
+	}
+}

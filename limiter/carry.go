@@ -39,22 +39,24 @@ func (l *Limiter) Adopt(old *Limiter) {
 		from := &old.shards[i]
 		from.mu.Lock()
 		ot := &from.table // records stay put: only l's tables change
+		var obuf, nbuf [3]uint64
 		for slot := range ot.slots() {
-			ow := ot.record(slot)
-			if ow[0] == 0 {
+			if ot.recs[slot*ot.stride] == 0 {
 				continue
 			}
+			ow := ot.snapshot(slot, &obuf)
 			h := ow[0] &^ flagBits
 			to := l.shard(h)
 			to.mu.Lock()
 			if _, ok := to.table.find(h); !ok {
 				ns := to.insert(h, np, now)
-				nw := to.table.record(ns)
+				nw := to.table.hold(ns, &nbuf)
 				nw[0] |= ow[0] & refBit
-				to.table.setSpent(ns, ow[0]&spentBit != 0)
 				for _, r := range runs {
 					copy(nw[r.to:r.to+r.n], ow[r.from:r.from+r.n])
 				}
+				to.table.put(ns, nw)
+				to.table.setSpent(ns, ow[0]&spentBit != 0)
 				ol, nl := ot.logsAt(slot), to.table.logsAt(ns)
 				for _, pair := range logs {
 					nl[pair[1]] = ol[pair[0]].clone()

@@ -31,9 +31,16 @@
 // "At" read the wall clock. Time going backwards never gives quota back.
 //
 // Keys live in a sharded store bounded by Config.MaxKeys: a decision locks
-// one shard, never the whole store; when a shard is full, an idle key or one
-// not used lately (CLOCK, a constant-time approximation of LRU) is evicted.
-// A shard is one open-addressing hash table whose slots are the keys'
+// one shard, never the whole store. A rule of one limit, no burst and no
+// shares locks nothing to allow a request on a known key, but one
+// compare-and-swap on the one state word the request changes: a bucket's
+// TAT (when the unit W/N is a whole number of nanoseconds), a window's
+// counts (after the key's first request in the window). A new key, a
+// denial, a request that leaves the key spent, a new window and a scaled
+// request take the lock, and so does every SlidingLog decision (its state
+// is a ring of events, not a word).
+// When a shard is full, an idle key or one not used lately (CLOCK, a
+// constant-time approximation of LRU) is evicted. A shard is one open-addressing hash table whose slots are the keys'
 // records, hash and state words together, so a decision on a key not in
 // cache waits for one cache miss in the store, not two. Keys are stored by
 // a 64-bit seeded hash, never as strings, so a key costs the same memory

@@ -7,7 +7,9 @@ import (
 )
 
 // Limiter enforces a rule's limits on any number of keys. It is safe for
-// concurrent use; each decision locks only the shard of its key.
+// concurrent use; each decision locks only the shard of its key, and a
+// decision of a one-limit rule on a known key mostly locks nothing
+// (lockfree.go).
 //
 // Create one with New. AllowAt is the decision; RefundAt gives a decision
 // back (when another rule denied the same request); PeekAt reads without
@@ -33,6 +35,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	for i := range l.shards {
 		l.shards[i].table = newTable(p.stride, p.logs) // Reconfigure keeps the layout
+		l.shards[i].table.cw = p.lockFreeWord()
 	}
 	l.setPlan(p)
 	return l, nil
@@ -115,16 +118,21 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
+	if s.table.cw != 0 && scale == 1 && allowFast(d, p, h, s, t, cost) {
+		return
+	}
 	s.mu.Lock()
 	slot, ok := s.table.find(h)
 	if !ok {
 		slot = s.insert(h, p, t) // unreferenced until its second request
 	}
-	w := s.table.record(slot)
+	var buf [3]uint64
+	w := s.table.hold(slot, &buf)
 	if ok {
 		w[0] |= refBit
 	}
 	p.decide(d, w, s.table.logsAt(slot), t, cost, scale, true)
+	s.table.put(slot, w)
 	if ok && scale > 0 {
 		// A key's first request never marks it spent: a flood of keys
 		// sent once cannot outlive a key in use. A scale of 0 denies
@@ -144,7 +152,10 @@ func (l *Limiter) RefundAt(key string, now time.Time, cost int64, scale float64)
 	s := l.shard(h)
 	s.mu.Lock()
 	if slot, ok := s.table.find(h); ok {
-		p.refund(s.table.record(slot), s.table.logsAt(slot), now.UnixNano(), cost, scale)
+		var buf [3]uint64
+		w := s.table.hold(slot, &buf)
+		p.refund(w, s.table.logsAt(slot), now.UnixNano(), cost, scale)
+		s.table.put(slot, w)
 	}
 	s.mu.Unlock()
 }
@@ -165,7 +176,8 @@ func (l *Limiter) PeekScaledAt(key string, now time.Time, cost int64, scale floa
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slot, ok := s.table.find(h); ok {
-		p.decide(&d, s.table.record(slot), s.table.logsAt(slot), t, cost, scale, false)
+		var buf [3]uint64
+		p.decide(&d, s.table.snapshot(slot, &buf), s.table.logsAt(slot), t, cost, scale, false)
 		return d
 	}
 	var fresh [2*MaxLimits + 4]uint64 // hash, 2 words a limit, burst bucket, share

@@ -21,13 +21,15 @@ type plan struct {
 	maxDelay int64 // LeakyBucket
 	longest  int64 // the longest window (ns)
 	maxKeys  int
+	starts   windowStarts // per limit (fast.go)
 }
 
 // limitPlan is one limit of a plan.
 type limitPlan struct {
-	n, w     int64 // Count per Window (ns)
-	capacity int64 // TokenBucket: bucket size; LeakyBucket: queue depth
-	word     int   // first state word (or event log index, for SlidingLog)
+	n, w     int64      // Count per Window (ns)
+	capacity int64      // TokenBucket: bucket size; LeakyBucket: queue depth
+	word     int        // first state word (or event log index, for SlidingLog)
+	ub       unitBucket // bucket algorithms, unscaled, in ns (fast.go)
 }
 
 func newPlan(cfg Config) (*plan, error) {
@@ -59,9 +61,11 @@ func newPlan(cfg Config) (*plan, error) {
 			lp.word = p.logs
 			p.logs++
 		}
+		lp.ub = newUnitBucket(p.algo, lp.n, lp.w, lp.capacity, p.maxDelay)
 		p.limits = append(p.limits, lp)
 		p.longest = max(p.longest, lp.w)
 	}
+	p.starts = make(windowStarts, len(p.limits))
 	if cfg.Burst > 0 && p.windowed() {
 		p.burstW = p.stride
 		p.stride += 2
@@ -249,17 +253,25 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 	n := scaled(lp.n, scale)
 	switch p.algo {
 	case SlidingWindow:
-		slidingWindow(s, words[lp.word], words[lp.word+1], now, lp.w, n, cost)
+		slidingWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
 	case FixedWindow:
-		fixedWindow(s, words[lp.word], words[lp.word+1], now, lp.w, n, cost)
+		fixedWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
 	case SlidingLog:
 		slidingLog(s, &logs[lp.word], now, lp.w, n, cost)
 	case TokenBucket:
+		if scale == 1 && lp.ub.unit != 0 && words[lp.word+1] == 0 && cost <= lp.capacity &&
+			lp.ub.token(s, words[lp.word], now, lp.w, n, cost) {
+			return
+		}
 		tokenBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, p.depth(lp.capacity, scale), cost, scale != 1)
 	case LeakyBucket:
 		depth := int64(0)
 		if lp.capacity > 0 {
 			depth = scaled(lp.capacity, scale)
+		}
+		if scale == 1 && lp.ub.unit != 0 && words[lp.word+1] == 0 && cost <= n &&
+			lp.ub.leaky(s, words[lp.word], now, lp.w, n, cost) {
+			return
 		}
 		leakyBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, depth, p.maxDelay, cost)
 	}

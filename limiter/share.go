@@ -90,6 +90,7 @@ func (l *Limiter) UsedAt(key string, now time.Time) int64 {
 		return 0
 	}
 	var st step
-	p.step(&st, 0, s.table.record(slot), s.table.logsAt(slot), now.UnixNano(), 0, 1)
+	var buf [3]uint64
+	p.step(&st, 0, s.table.snapshot(slot, &buf), s.table.logsAt(slot), now.UnixNano(), 0, 1)
 	return p.limits[0].n - st.quota.Remaining
 }

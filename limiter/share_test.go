@@ -73,21 +73,28 @@ func TestShares(t *testing.T) {
 	}
 }
 
+// UsedAt, with shares and without (an atomic table: lockfree.go).
 func TestUsedAt(t *testing.T) {
-	for _, algo := range []Algorithm{SlidingWindow, FixedWindow, SlidingLog, TokenBucket} {
-		l := mustNew(t, Config{Algorithm: algo, Limits: []Limit{{Count: 10, Window: s1}}, Shares: true})
+	for i := range 8 {
+		algo := []Algorithm{SlidingWindow, FixedWindow, SlidingLog, TokenBucket}[i%4]
+		shares := i < 4
+		l := mustNew(t, Config{Algorithm: algo, Limits: []Limit{{Count: 10, Window: s1}}, Shares: shares})
 		if got := l.UsedAt("k", base); got != 0 {
 			t.Errorf("%s: a new key used %d", algo, got)
 		}
-		for range 4 {
-			l.AllowScaledAt("k", base, 1, 0.5)
+		for j := range 4 {
+			if shares {
+				l.AllowScaledAt("k", base, 1, 0.5)
+			} else {
+				l.AllowAt("k", base.Add(time.Duration(j)), 1) // the later ones lock-free
+			}
 		}
 		want := int64(4)
 		if algo == TokenBucket {
 			want = 0
 		}
 		if got := l.UsedAt("k", base.Add(ms)); got != want {
-			t.Errorf("%s: used %d after 4 at scale 0.5, want %d", algo, got, want)
+			t.Errorf("%s (shares %v): used %d after 4, want %d", algo, shares, got, want)
 		}
 	}
 }

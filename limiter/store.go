@@ -32,7 +32,7 @@ type shard struct {
 	hand      int // CLOCK hand: the next slot it looks at
 	evictions uint64
 	limited   uint64   // evictions of spent keys, counted in evictions too
-	_         [64]byte // keeps neighbouring shards' locks off one cache line
+	_         [48]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // insert makes room for a new key of hash h, by eviction if the shard is
@@ -60,8 +60,12 @@ func (s *shard) evict(p *plan, now int64) {
 	t := &s.table
 	n := t.slots()
 	spentToo := t.spent >= t.live
+	var buf [3]uint64
 	for range 2*n + 1 {
-		i := s.hand & (n - 1)
+		i := s.hand
+		if i >= n {
+			i = 0
+		}
 		s.hand = i + 1
 		w := t.record(i)
 		switch {
@@ -71,10 +75,10 @@ func (s *shard) evict(p *plan, now int64) {
 			// unreferenced, not spent: evicted without a look at its state
 		case w[0]&spentBit != 0 && !spentToo:
 			continue // a word read: the sweep frees spent keys gone idle
-		case p.idle(w, t.logsAt(i), now):
+		case t.idleHeld(p, i, now, &buf):
 			t.setSpent(i, false) // nothing is spent any more
 		case w[0]&refBit != 0:
-			w[0] &^= refBit
+			t.setWord0(i, w[0]&^refBit)
 			continue
 		}
 		if w[0]&spentBit != 0 {
@@ -95,9 +99,9 @@ func (s *shard) sweep(p *plan, now int64) int {
 	defer s.mu.Unlock()
 	t := &s.table
 	freed := 0
+	var buf [3]uint64
 	for i := 0; i < t.slots(); {
-		w := t.record(i)
-		if w[0] != 0 && p.idle(w, t.logsAt(i), now) {
+		if t.recs[i*t.stride] != 0 && t.idleHeld(p, i, now, &buf) {
 			t.remove(i)
 			freed++
 			continue
@@ -105,6 +109,18 @@ func (s *shard) sweep(p *plan, now int64) int {
 		i++
 	}
 	return freed
+}
+
+// idleHeld is p.idle for slot i, which holds a record. If it is idle, an
+// atomic table keeps it frozen (lockfree.go) for the caller to remove:
+// no decision lands on it meanwhile.
+func (t *table) idleHeld(p *plan, i int, now int64, buf *[3]uint64) bool {
+	w := t.hold(i, buf)
+	if p.idle(w, t.logsAt(i), now) {
+		return true
+	}
+	t.put(i, w)
+	return false
 }
 
 // hashKey is key's 64-bit seeded hash, never 0 and with flagBits clear.

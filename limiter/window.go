@@ -3,10 +3,10 @@ package limiter
 import "math"
 
 // fixedWindow counts units in windows of length w aligned to the Unix
-// epoch. State: a = the window's start (ns), b = units taken in it.
-func fixedWindow(s *step, a, b uint64, now, w, n, cost int64) {
+// epoch. State: a = the window's start (ns), b = units taken in it. Cur
+// is alignDown(now, w).
+func fixedWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 	start, count := int64(a), int64(b)
-	cur := alignDown(now, w)
 	if cur < start { // time went backwards: stay in the later window
 		cur = start
 	}
@@ -41,10 +41,10 @@ func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
 // epoch-aligned windows. State: a = the current window's start (ns),
 // b = prev<<32 | curr. The estimate is compared exactly, in w-ths of a
 // unit on 128 bits, so RetryAfter is exact for it: a request made
-// RetryAfter later passes, one made a nanosecond earlier does not.
-func slidingWindow(s *step, a, b uint64, now, w, n, cost int64) {
+// RetryAfter later passes, one made a nanosecond earlier does not. Cur is
+// alignDown(now, w).
+func slidingWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 	start := int64(a)
-	cur := alignDown(now, w)
 	if cur < start { // time went backwards: stay in the later window
 		cur = start
 	}
@@ -54,6 +54,15 @@ func slidingWindow(s *step, a, b uint64, now, w, n, cost int64) {
 		prev, curr = int64(b>>32), int64(uint32(b))
 	case start >= cur-w:
 		prev = int64(uint32(b))
+	}
+	if prev == 0 && curr+cost <= n {
+		// nothing to weigh: the estimate is curr, and the request fits;
+		// taking the rest would make it n, and one more fits once curr's
+		// weight has fallen by a unit in the next window (slidingNext)
+		curr += cost
+		*s = step{ok: true, a: uint64(cur), b: uint64(curr),
+			quota: newQuota(n, w, n-curr, slidingReset(cur, w, now, 0, curr), cur+w-now+ceilDiv(w, n))}
+		return
 	}
 	elapsed := max(now-cur, 0)
 	// used×w = prev×(w−elapsed) + curr×w

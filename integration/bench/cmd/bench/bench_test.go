@@ -131,3 +131,16 @@ func TestSpliceReport(t *testing.T) {
 		t.Fatalf("second splice:\n%s", text)
 	}
 }
+
+// TestParseStatCPU: utime and stime are fields 14 and 15, counted after
+// the command, which may hold spaces and parentheses.
+func TestParseStatCPU(t *testing.T) {
+	stat := "4242 (caddy (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 37 0 0 20 0 9 0 123 0 0\n"
+	got, err := parseStatCPU(stat, 10*time.Millisecond)
+	if err != nil || got != 2870*time.Millisecond {
+		t.Errorf("parseStatCPU = %v, %v; want 2.87s", got, err)
+	}
+	if _, err := parseStatCPU("4242 (caddy) S 1", 10*time.Millisecond); err == nil {
+		t.Error("parseStatCPU accepted a short line")
+	}
+}

@@ -21,6 +21,8 @@
 //	boundary  the most each algorithm admits within one window to a client
 //	          timing its bursts at the windows' edges, and what an honest
 //	          client sending at the limit's rate gets
+//	cpu       CPU time per request of the three Caddy binaries (utime+stime
+//	          of the server process over the requests it served)
 //
 // The stages under wrk need it, stores needs redis-server: it installs
 // Debian's packages when they are missing.
@@ -52,13 +54,14 @@ type results struct {
 	Memory   []memoryRow
 	Exact    []exactRow
 	Boundary []boundaryRow
+	CPU      []cpuRow
 	Took     map[string]time.Duration
 	// Ran is when each stage last ran (UTC): stages rerun with -only
 	// are newer than the rest.
 	Ran map[string]string `json:",omitempty"`
 }
 
-var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact", "boundary"}
+var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact", "boundary", "cpu"}
 
 func main() {
 	only := flag.String("only", "", "comma-separated stages to run ("+strings.Join(stages, ",")+"); the rest come from results/")
@@ -81,7 +84,7 @@ func main() {
 		run[s] = true
 	}
 
-	if run["e2e"] || run["stores"] || run["memory"] {
+	if run["e2e"] || run["stores"] || run["memory"] || run["cpu"] {
 		if err := ensureWrk(); err != nil {
 			log.Fatal(err)
 		}
@@ -132,7 +135,7 @@ func main() {
 	}
 
 	switch {
-	case run["e2e"] || run["stores"] || run["memory"] || run["exact"]:
+	case run["e2e"] || run["stores"] || run["memory"] || run["exact"] || run["cpu"]:
 		stage(res.Took, "build", func() error { return build(binDir, plain, edgelimit, ratelimit) })
 	case run["boundary"]:
 		stage(res.Took, "build", func() error { return build(binDir, edgelimit) })
@@ -185,6 +188,12 @@ func main() {
 	if run["boundary"] {
 		stage(res.Took, "boundary", func() (err error) {
 			res.Boundary, err = runBoundary(binDir, work)
+			return err
+		})
+	}
+	if run["cpu"] {
+		stage(res.Took, "cpu", func() (err error) {
+			res.CPU, err = runCPU(binDir, work, *quick)
 			return err
 		})
 	}

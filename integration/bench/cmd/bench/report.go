@@ -66,7 +66,7 @@ var sections = []struct {
 	stage string
 	write func(printer, *results)
 }{
-	{"micro", microSection}, {"micro", handlerSection}, {"accuracy", accuracySection}, {"e2e", e2eSection},
+	{"micro", microSection}, {"micro", handlerSection}, {"accuracy", accuracySection}, {"e2e", e2eSection}, {"cpu", cpuSection},
 	{"stores", storesSection}, {"memory", memorySection}, {"exact", exactSections},
 	{"boundary", boundarySection},
 }

@@ -45,10 +45,13 @@ func send(conns int, total int64, newRequest func(i int64) *http.Request, status
 // touchAll sends one request for each of the keys "k0" … "k<n-1>" (the
 // first n keys of keys.lua and mostly-known.lua), over loadConns
 // connections.
-func touchAll(n int64) error {
+func touchAll(n int64) error { return touchAllAt(serverURL, n) }
+
+// touchAllAt is touchAll on the server at url.
+func touchAllAt(url string, n int64) error {
 	var failed atomic.Int64
 	send(loadConns, n, func(i int64) *http.Request {
-		req, _ := http.NewRequest(http.MethodGet, serverURL, nil)
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Header.Set("X-Client", "k"+strconv.FormatInt(i, 10))
 		return req
 	}, func(code int) {

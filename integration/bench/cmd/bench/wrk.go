@@ -67,12 +67,17 @@ func runWrk(dir, script string, d time.Duration, cpu int) (wrkResult, error) {
 
 // runWrkConns is runWrk over conns connections.
 func runWrkConns(dir, script string, d time.Duration, cpu, conns int) (wrkResult, error) {
+	return runWrkURL(serverURL, dir, script, d, cpu, conns)
+}
+
+// runWrkURL is runWrkConns on url.
+func runWrkURL(url, dir, script string, d time.Duration, cpu, conns int) (wrkResult, error) {
 	args := []string{"-c", strconv.Itoa(cpu), "wrk", "-t1", "-c" + strconv.Itoa(conns),
 		"-d" + strconv.Itoa(int(d.Seconds())) + "s", "--latency"}
 	if script != "" {
 		args = append(args, "-s", filepath.Join(dir, script))
 	}
-	args = append(args, serverURL)
+	args = append(args, url)
 	out, err := exec.Command("taskset", args...).CombinedOutput()
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("wrk: %v\n%s", err, out)

@@ -62,10 +62,7 @@ func (s *shard) evict(p *plan, now int64) {
 	spentToo := t.spent >= t.live
 	var buf [3]uint64
 	for range 2*n + 1 {
-		i := s.hand
-		if i >= n {
-			i = 0
-		}
+		i := s.hand & (n - 1)
 		s.hand = i + 1
 		w := t.record(i)
 		switch {

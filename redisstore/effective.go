@@ -8,7 +8,8 @@ import (
 
 // effective fills each quota's Effective (draft-11's effective window)
 // from what the script reported, Remaining and Reset, to the microsecond:
-// for fixed_window the window's end; for token_bucket and leaky_bucket the
+// for fixed_window the window's end (with a burst, no earlier than one
+// unit's time, within which the bucket frees its next); for token_bucket and leaky_bucket the
 // time one more unit fits once the Remaining units are taken (Reset less
 // the units the bucket holds beyond them); for sliding_window and
 // sliding_log, which the reply does not describe enough, the time until
@@ -44,9 +45,14 @@ func (s *Store) effective(d *limiter.Decision, scale float64) {
 				maxDelay = min(maxDelay, time.Duration(limiter.ScaledCount(s.cfg.Burst, scale))*unit)
 			}
 			eff = q.Reset + time.Duration(q.Remaining)*unit - maxDelay
-		case limiter.FixedWindow:
-		default: // sliding_window, sliding_log
-			if !d.Allowed && q.Remaining == 0 {
+		default: // fixed_window, sliding_window, sliding_log
+			if i == shortest && s.cfg.Burst > 0 {
+				// the burst bucket in front frees its next unit within
+				// one unit's time; the window its own at Reset: the
+				// later of the two is never earlier than the limiter's
+				eff = max(eff, unit)
+			}
+			if s.cfg.Algorithm != limiter.FixedWindow && !d.Allowed && q.Remaining == 0 {
 				eff = min(eff, d.RetryAfter)
 			}
 		}

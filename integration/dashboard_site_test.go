@@ -97,3 +97,37 @@ func TestDashboardOnSite(t *testing.T) {
 		t.Errorf("read-only API: %d %.100q, want 200 and the key's state", code, body)
 	}
 }
+
+// TestExampleDashboardSite: the example's dashboard asks for the site's
+// credentials, serves the page and its API with them, and, read-only,
+// refuses a reset.
+func TestExampleDashboardSite(t *testing.T) {
+	t.Parallel()
+	p := startExample(t, "dashboard_site.Caddyfile")
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:change-me"))
+	if code, _, _ := p.get(t, "/rate-limits/"); code != http.StatusUnauthorized {
+		t.Errorf("without credentials: %d, want 401", code)
+	}
+	if code, _, body := p.get(t, "/rate-limits/", "Authorization", auth); code != http.StatusOK || !strings.Contains(body, "<html") {
+		t.Errorf("with credentials: %d, want 200 and the page", code)
+	}
+	wantStatuses(t, "the rule", p.statuses(t, 6, "/api/x"), seq(5, 200, 1, 429))
+	code, _, body := p.get(t, "/rate-limits/?api=rules/api", "Authorization", auth)
+	if code != http.StatusOK || !strings.Contains(body, `"name": "api"`) {
+		t.Errorf("the rule through the page's API: %d %s", code, body)
+	}
+	req, err := http.NewRequest(http.MethodDelete, p.url("/rate-limits/?api=rules/api/keys/127.0.0.1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", auth)
+	req.Host = p.host // the example's site is localhost
+	resp, err := p.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a reset without write: %d, want 403", resp.StatusCode)
+	}
+}

@@ -57,10 +57,8 @@
 // the rest, every node gets its demand plus 10% and the remainder is split
 // evenly; otherwise the rest is split in proportion to demand. ShareTable
 // is a node's view: the latest report of each node, expiring after a TTL
-// (3 intervals + 500 ms), cuts applied at once and so are raises but
-// those a node's own demand makes (one interval later, once the others
-// have cut; every raise waits while a node is silent), bounded in keys
-// (LRU), and the on_partition policy when a node
+// (3 intervals + 500 ms), cuts applied at once and raises one interval
+// later, bounded in keys (LRU), and the on_partition policy when a node
 // sees no more than half the cluster. Cold keys get (1+10%)/N of the
 // limit, the seed's rule. A window algorithm's count stays with the node
 // that made it when a share moves (a token bucket's state is a rate and
@@ -69,13 +67,6 @@
 // others' use leaves of the limit, plus 5%, a cap that lifts as soon as
 // their windows slide (no raise delay); without it, a move of all traffic
 // admitted 1.31×L in a 1 s window with sliding_window, with it 1.09×L.
-// A node's demand is smoothed (20% weight per interval); a single
-// interval moves it at once only if a Poisson count of the smoothed mean
-// would be that far with probability < 1e-3. A token bucket under a
-// share holds at least min(burst, 3) units (limiter.MinShareDepth). With
-// three nodes at 7 requests an interval each (L=100, 2×L), the fleet
-// admitted 0.91–0.94×L before these and 0.96–0.98×L after (gossip/sim
-// TestFleet; issue 23).
 // The deterministic simulator in gossip/sim runs real limiters with
 // these shares over a simulated network; its figures for 10 and 100 nodes
 // are in BENCHMARKS.md. Under local_share, a node in

@@ -126,13 +126,7 @@ func BenchmarkNewKeysEvicting(b *testing.B) {
 	for i := range 200_000 {
 		l.AllowAt(keys[i], base, 1)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		l.AllowAt(keys[i&(1<<20-1)], base, 1)
-		i++
-	}
+	floodLoop(b, l, keys)
 }
 
 // The worst case of spent keys for eviction: every shard full of spent
@@ -147,13 +141,7 @@ func BenchmarkNewKeysEvictingAmongSpent(b *testing.B) {
 	}
 	keys := floodKeys()
 	_, before := l.EvictionCounts() // shards filled unevenly evict spent keys
-	b.ReportAllocs()
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		l.AllowAt(keys[i&(1<<20-1)], base, 1)
-		i++
-	}
+	floodLoop(b, l, keys)
 	b.StopTimer()
 	// a full shard of spent keys gives one up to the first key of the
 	// flood, never more
@@ -169,4 +157,16 @@ func floodKeys() []string {
 		keys[i] = "flood-" + strconv.Itoa(i)
 	}
 	return keys
+}
+
+// floodLoop times a request of a new key from keys (floodKeys) per
+// iteration, as a flood of new keys sends them.
+func floodLoop(b *testing.B, l *Limiter, keys []string) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		l.AllowAt(keys[i&(1<<20-1)], base, 1)
+		i++
+	}
 }

@@ -3,9 +3,10 @@ package caddymodule
 import (
 	"sync"
 
-	"github.com/caddyserver/caddy/v2"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/edgebyte/edgelimit/limiter"
 )

@@ -17,18 +17,19 @@
 //
 // # Where things are
 //
-//   - handler.go (the Handler type), provision.go (its Provision, Validate
-//     and Cleanup, and the per-rule checks and warnings), serve.go (a
+//   - handler.go (the Handler type, its Provision, Validate and Cleanup,
+//     and the per-rule warnings), serve.go (a
 //     request's way through: match, key, cost, decide, deny or hold),
 //     keys.go (key sources), tiers.go, geo.go (a request's country),
 //     jwt.go (claims of verified tokens), ledger.go (what a request took,
 //     to give back when a later rule denies), headers.go, problem.go,
 //     events.go (denial log lines and Caddy events), proxies.go (the
 //     trusted_proxies_strict warning).
-//   - rule.go: Rule, a rule's JSON config, its defaults and the checks of
-//     its fields; needs.go: what a rule needs of the App.
-//   - app.go: App, its lifecycle, and the registry of rules' limiters
-//     (registry); stats.go and metrics.go: the rules' counts, exported to
+//   - rule_config.go: Rule, a rule's JSON config, its defaults and the
+//     checks of its fields; rule.go: rule, a provisioned Rule with what
+//     each request needs; needs.go: what a rule needs of the App.
+//   - app.go: App and its lifecycle; registry.go: the rules' limiters by
+//     name, process-wide (registry); stats.go and metrics.go: the rules' counts, exported to
 //     Prometheus; cluster.go and cluster_admin.go: the cluster node;
 //     store.go and store_nodes.go: the Redis store and the fleet's
 //     heartbeat.
@@ -37,8 +38,9 @@
 //     global option, caddyfile_compat.go caddy-ratelimit's syntax);
 //     rulesfile.go: the EdgeByte YAML rules file, read at Provision
 //     through the same subdirective parser.
-//   - admin*.go and dashboard.go (with the embedded dashboard/ folder): the
-//     admin API and the dashboard.
+//   - admin*.go (admin_dashboard.go with the embedded dashboard/ folder,
+//     admin_cluster.go the cluster's view): the admin API and the
+//     dashboard; ui.go: the rate_limit_ui handler.
 //
 // # A config's lifecycle, and what survives a reload
 //

@@ -2,9 +2,15 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/edgebyte/edgelimit/gossip"
 	"go.uber.org/zap"
 )
 
@@ -86,6 +92,143 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "http.handlers.rate_limit",
 		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision builds each rule and finds its counters in the rate_limit app.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	appIface, err := ctx.App("rate_limit")
+	if err != nil {
+		return fmt.Errorf("loading rate_limit app: %v", err)
+	}
+	h.app = appIface.(*App)
+	h.app.handlers++
+	h.logger = ctx.Logger()
+	h.denials = h.logger.WithOptions(zap.WrapCore(sampleDenials))
+	h.ctx = ctx
+	events, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("loading events app: %v", err)
+	}
+	h.events = events.(*caddyevents.App)
+	if h.RulesFile != "" {
+		path := caddy.NewReplacer().ReplaceKnown(h.RulesFile, "")
+		// the file's name keeps its rules' derived names apart from those
+		// of inline rules on the same paths
+		prefix := strings.TrimSpace(h.RulesFileNames + " " + filepath.Base(path))
+		if h.RulesFileNames == "" {
+			prefix = path
+		}
+		rules, err := loadRulesFile(path, prefix)
+		if err != nil {
+			return err
+		}
+		h.Rules = append(h.Rules, rules...)
+	}
+	if err := h.adoptZones(); err != nil {
+		return err
+	}
+	names := make(map[string]bool, len(h.Rules))
+	for _, r := range h.Rules {
+		if names[r.Name] && r.Name != "" {
+			return fmt.Errorf("rule %q is defined twice in this handler", r.Name)
+		}
+		names[r.Name] = true
+	}
+	for i := range h.Rules {
+		r, err := newRule(h.Rules[i])
+		if err != nil {
+			return fmt.Errorf("rule %d (%s): %v", i, h.Rules[i].Name, err)
+		}
+		if r.MatcherSetsRaw != nil {
+			m, err := ctx.LoadModule(&h.Rules[i], "MatcherSetsRaw")
+			if err != nil {
+				return fmt.Errorf("rule %s: loading matchers: %v", r.Name, err)
+			}
+			if err := r.matchers.FromInterface(m); err != nil {
+				return fmt.Errorf("rule %s: %v", r.Name, err)
+			}
+		}
+		if _, err := h.app.missingFor(&r.Rule); err != nil {
+			return fmt.Errorf("rule %s: %v", r.Name, err)
+		}
+		for _, src := range append(ptrs(r.keys), &r.tierSource) {
+			if src.kind == sourceJWT {
+				src.tokens = h.app.tokens
+			}
+		}
+		if h.app.Cluster != nil && r.Scope != scopeNode && r.Store != storeRedis {
+			r.clustered = true
+			r.hash = gossip.KeyHash(r.Name)
+		}
+		// the in-process limiter: the rule's state, or with store redis
+		// the fallback of on_store_error local
+		r.lim, r.stats, err = h.app.limiterFor(r.Rule)
+		if err != nil {
+			return fmt.Errorf("rule %s: %v", r.Name, err)
+		}
+		if r.Store == storeRedis {
+			if r.store, err = h.app.storeFor(r); err != nil {
+				registry.release(r.Name)
+				return fmt.Errorf("rule %s: %v", r.Name, err)
+			}
+		}
+		if slices.Contains(r.By, "user_id") {
+			h.logger.Warn("rule keys by user_id: {http.auth.user.id} is set by authentication handlers, which run after rate_limit in the default order; put basic_auth/forward_auth before rate_limit in a route block, or requests will have no key",
+				zap.String("rule", r.Name))
+		}
+		h.warnBypass(r)
+		h.rules = append(h.rules, r)
+	}
+	return nil
+}
+
+// Validate checks that there is a rule.
+func (h *Handler) Validate() error {
+	if len(h.Rules) == 0 {
+		return fmt.Errorf("rate_limit: no rule")
+	}
+	return nil
+}
+
+// Cleanup releases the rules' counters; the last config using a rule
+// frees them.
+func (h *Handler) Cleanup() error {
+	for _, r := range h.rules {
+		registry.release(r.Name)
+	}
+	return nil
+}
+
+// ptrs points at each element of s.
+func ptrs[T any](s []T) []*T {
+	out := make([]*T, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
+
+// clientSources are the key sources whose value the client sends, and so
+// may leave out or choose.
+var clientSources = map[sourceKind]string{sourceJWT: "token", sourceHeader: "header", sourceQuery: "query parameter", sourceCookie: "cookie"}
+
+// warnBypass warns about a rule that clients can slip past: keyed by
+// something they send, with on_missing_key skip (leave it out and the rule
+// does not apply), or with a tier they name themselves.
+func (h *Handler) warnBypass(r *rule) {
+	if r.OnMissingKey == "" || r.OnMissingKey == missingSkip {
+		for _, src := range r.keys {
+			if what, ok := clientSources[src.kind]; ok {
+				h.logger.Warn("rule keys by a "+what+" with on_missing_key skip: a request without one (or, for a token, with one that fails verification) is not limited by this rule; set on_missing_key ip to limit such requests by client IP",
+					zap.String("rule", r.Name), zap.String("source", strings.Join(r.By, " ")))
+				break
+			}
+		}
+	}
+	if r.tiers != nil && r.tierSource.kind != sourceJWT && r.tierSource.kind != sourceUserID {
+		h.logger.Warn("tier_by reads a value the client can send: unless a proxy in front of Caddy sets or removes it, clients choose their own tier; prefer tier_by jwt CLAIM",
+			zap.String("rule", r.Name), zap.String("tier_by", r.TierBy))
 	}
 }
 

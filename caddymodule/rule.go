@@ -3,363 +3,88 @@ package caddymodule
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
-	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
-// Rule is one rate limit: its limits, how requests are keyed, and what a
-// denied client is told. Counters belong to the rule's name and survive
-// config reloads while the name is unchanged.
-type Rule struct {
-	// Name identifies the rule's counters, in headers, logs, metrics and the
-	// admin API. Rules with the same name share counters. Required in JSON;
-	// the Caddyfile adapter derives one from the site, the matcher and the
-	// key when none is given.
-	Name string `json:"name,omitempty"`
+// rule is a provisioned Rule: its limiter and what it needs per request.
+type rule struct {
+	Rule
+	lim      *limiter.Limiter
+	stats    *ruleStats
+	matchers caddyhttp.MatcherSets
+	keys     []keySource
+	exempt   []netip.Prefix
+	cost     int64  // when costText is ""
+	costText string // a placeholder giving the cost
+	ietf     bool   // headers: ietf or both
+	legacy   bool   // headers: legacy or both
+	policies []string
+	policy   string // RateLimit-Policy at scale 1
+	geo      geo.Multipliers
+	hasGeo   bool // geo_multiplier is set
 
-	// Match restricts the rule to the requests these matcher sets match
-	// (any set matching is enough), on top of the route's own matcher.
-	// Default: every request reaching the handler.
-	MatcherSetsRaw caddyhttp.RawMatcherSets `json:"match,omitempty" caddy:"namespace=http.matchers"`
-
-	// Limits are enforced together: a request passes only if every limit
-	// has room. At least one.
-	Limits []Limit `json:"limits,omitempty"`
-
-	// Algorithm is one of sliding_window, fixed_window, sliding_log,
-	// token_bucket, leaky_bucket. Default: sliding_window.
-	Algorithm string `json:"algorithm,omitempty"`
-
-	// Burst shapes the limit with the shortest window. Window algorithms: a
-	// token bucket of this capacity, refilled at that limit's rate, in front
-	// of the window. token_bucket: the bucket's capacity (default: the
-	// limit). leaky_bucket: the queue depth (default: bounded by max_delay
-	// alone). Default: 0, no burst bucket.
-	Burst int64 `json:"burst,omitempty"`
-
-	// MaxDelay is, for leaky_bucket only, the longest a request is held
-	// before it is served. Default: 1s.
-	MaxDelay caddy.Duration `json:"max_delay,omitempty"`
-
-	// MaxHeld is, for leaky_bucket only, how many of the rule's requests
-	// may be held at once, over all keys; past it a request that would be
-	// held is refused at once (429), never queued. Default: 1000.
-	MaxHeld int `json:"max_held,omitempty"`
-
-	// By lists the key sources, joined into one composite key: "ip",
-	// "ip/24", "ip/24/64" (IPv4/IPv6 prefix lengths), "user_id",
-	// "header NAME", "query NAME", "cookie NAME", "static TEXT" (one
-	// counter for every request), or any placeholder text. Default: ["ip"].
-	By []string `json:"by,omitempty"`
-
-	// OnMissingKey says what to do when the key is empty: "skip" (the rule
-	// does not apply), "ip" (key by client IP instead) or "deny".
-	// Default: skip.
-	OnMissingKey string `json:"on_missing_key,omitempty"`
-
-	// Cost is the units one request takes: a whole number from 1 to the
-	// smallest limit (and burst), or a placeholder that yields one. A
-	// request whose cost does not resolve to a whole number ≥ 1 is
-	// answered 400. Default: 1.
-	Cost string `json:"cost,omitempty"`
-
-	// Shadow decides, logs, counts and sets headers, but never rejects.
-	// Default: off.
-	Shadow bool `json:"shadow,omitempty"`
-
-	// Scope is "cluster" (the limits hold for the whole cluster, each node
-	// taking a share of them) or "node" (each node applies them alone).
-	// Default: cluster when the rate_limit app has a cluster, else node;
-	// "cluster" without one is an error. A rule with store redis takes
-	// no scope: Redis holds its limit for every node.
-	Scope string `json:"scope,omitempty"`
-
-	// Exempt lists client IP ranges (CIDR, or single addresses) the rule
-	// never limits. Default: none.
-	Exempt []string `json:"exempt,omitempty"`
-
-	// Headers selects the response headers: "ietf"
-	// (RateLimit-Policy/RateLimit, draft-ietf-httpapi-ratelimit-headers-11),
-	// "legacy" (X-RateLimit-*), "both" or "off". Default: ietf.
-	Headers string `json:"headers,omitempty"`
-
-	// RetryJitter adds up to this fraction of the wait to Retry-After, so
-	// denied clients do not all come back at once. Default: 0.
-	RetryJitter float64 `json:"retry_jitter,omitempty"`
-
-	// MaxKeys bounds the rule's live keys; past it the least recently used
-	// key is evicted (and counted). Default: 1,000,000.
-	MaxKeys int `json:"max_keys,omitempty"`
-
-	// ProblemJSON answers a denial with an RFC 9457 application/problem+json
-	// body (type …#quota-exceeded, violated-policies) instead of leaving the
-	// body to handle_errors. Default: off.
-	ProblemJSON bool `json:"problem_json,omitempty"`
-
-	// KeyHash, "sha256", replaces each key by the hex SHA-256 of it before
-	// anything else sees it: the counters, the top-keys sketch, the admin
-	// API, logs and events then hold the hash, never the key in clear (an
-	// API key, a token's subject). Default: none.
-	KeyHash string `json:"key_hash,omitempty"`
-
-	// LogKey writes the key in the denial log line. Default: off (keys may
-	// be personal data).
-	LogKey bool `json:"log_key,omitempty"`
-
-	// IPv4Prefix and IPv6Prefix shorten every part of the key that is an
-	// IP address (whatever its source: by ip, a header, a placeholder) to
-	// its network of that many bits, as mholt/caddy-ratelimit's zones do:
-	// with 24, the key 192.0.2.7 becomes 192.0.2.0/24. From 1 to 32 and 1
-	// to 128. Default: 0, the whole address.
-	IPv4Prefix int `json:"ipv4_prefix,omitempty"`
-	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
-
-	// DisableMetrics leaves the rule out of the Prometheus metrics: none
-	// of its per-rule series (requests_total, keys, evictions_total, held,
-	// store_*) is exported. Default: off.
-	DisableMetrics bool `json:"disable_metrics,omitempty"`
-
-	// GeoMultiplier scales every limit and burst of the rule by the
-	// client's country: ISO 3166-1 alpha-2 codes (either case) and
-	// "default" mapped to factors ≥ 0, as in {"RU": 1.5, "US": 1,
-	// "default": 0.5}. The scaled count is rounded down, but never below 1
-	// unless the factor is 0, which blocks the country. Countries not
-	// listed, and clients whose country is unknown (private addresses,
-	// addresses missing from the database), get the default factor. The
-	// country changes the limit, not the key: a client keeps its counters
-	// if its country changes. Needs the app's geoip or geo_header.
-	// Default: 1 for every country.
-	GeoMultiplier map[string]float64 `json:"geo_multiplier,omitempty"`
-
-	// Tiers are alternative limits by tier name: each gives one
-	// "COUNT/WINDOW" per limit of the rule, with the rule's windows and
-	// one factor for all of them ({"free": ["100/1m"], "pro":
-	// ["1000/1m"]}); a count of 0 blocks the tier. TierBy names the
-	// request's tier. A request without a tier, or with one not listed,
-	// gets the rule's limits. Default: none.
-	Tiers map[string][]string `json:"tiers,omitempty"`
-
-	// TierBy is the key source whose value is the request's tier: "jwt
-	// plan", "header X-Plan", or any source of By. Required with Tiers.
-	TierBy string `json:"tier_by,omitempty"`
-
-	// Store is where the rule's state lives: "local" (in this process;
-	// shared through the cluster with scope cluster) or "redis" (in the
-	// Redis of the app's store block, shared exactly by every node that
-	// uses it; not with scope, geo_multiplier or tiers). Default: local.
-	Store string `json:"store,omitempty"`
-
-	// OnStoreError is what a rule with store redis does when Redis cannot
-	// decide within the timeout (down, refused, breaker open, an error):
-	// "local" (the rule's in-process limiter decides, so each node
-	// enforces the whole limit on its own), "fail_open" (the request
-	// passes, unlimited by the rule and without its headers) or
-	// "fail_closed" (503 Service Unavailable, Retry-After: 1).
-	// Default: local.
-	OnStoreError string `json:"on_store_error,omitempty"`
-
-	clustered bool // scope cluster, with a cluster: set at Provision
+	store      *ruleStore         // store redis: its state in Redis
+	hash       uint64             // gossip.KeyHash(Name), for a rule with scope cluster
+	tiers      map[string]float64 // the factor of each tier; nil without tiers
+	tierSource keySource
 }
 
-// Limit is one quota of a rule: Count units per Window.
-type Limit struct {
-	// Count is how many units a key may take per window; at least 1.
-	Count int64 `json:"count"`
-	// Window is the length of the window: a Caddy duration ("1m", "1d").
-	Window caddy.Duration `json:"window"`
-}
-
-// The values of Rule.Headers and Rule.OnMissingKey.
-const (
-	headersIETF   = "ietf"
-	headersLegacy = "legacy"
-	headersBoth   = "both"
-	headersOff    = "off"
-
-	keyHashSHA256 = "sha256"
-
-	scopeCluster = "cluster"
-	scopeNode    = "node"
-
-	missingSkip = "skip"
-	missingIP   = "ip"
-	missingDeny = "deny"
-)
-
-// limiterConfig is the rule's limits for package limiter.
-func (r *Rule) limiterConfig() limiter.Config {
-	cfg := limiter.Config{
-		Algorithm: limiter.Algorithm(r.Algorithm),
-		Burst:     r.Burst,
-		MaxDelay:  time.Duration(r.MaxDelay),
-		MaxKeys:   r.MaxKeys,
-		Shares:    r.clustered,
+// newRule provisions what a Rule needs per request (but its limiter and
+// matchers, which need the context).
+func newRule(cfg Rule) (*rule, error) {
+	r := &rule{Rule: cfg, cost: 1}
+	if err := cfg.checkFields(); err != nil {
+		return nil, err
 	}
-	for _, l := range r.Limits {
-		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: time.Duration(l.Window)})
+	var err error
+	if r.keys, err = parseKeySources(r.By); err != nil {
+		return nil, err
 	}
-	return cfg
-}
-
-// validate checks the rule, in words fit for a config error: everything
-// newRule would refuse.
-func (r *Rule) validate() error {
-	_, err := newRule(*r)
-	return err
-}
-
-// checkFields checks the fields that need no parsing: the name, the
-// limits, and the enumerated values.
-func (r *Rule) checkFields() error {
-	if r.Name == "" {
-		return fmt.Errorf("rule has no name (the Caddyfile adapter derives one; JSON configs must set it)")
-	}
-	if strings.ContainsAny(r.Name, "\"\\") {
-		return fmt.Errorf("rule name %q: must not contain '\"' or '\\'", r.Name)
-	}
-	if err := r.limiterConfig().Validate(); err != nil {
-		return err
-	}
-	if r.IPv4Prefix < 0 || r.IPv4Prefix > 32 {
-		return fmt.Errorf("ipv4_prefix %d: must be 1 to 32", r.IPv4Prefix)
-	}
-	if r.IPv6Prefix < 0 || r.IPv6Prefix > 128 {
-		return fmt.Errorf("ipv6_prefix %d: must be 1 to 128", r.IPv6Prefix)
-	}
-	switch r.OnMissingKey {
-	case "", missingSkip, missingIP, missingDeny:
-	default:
-		return fmt.Errorf("on_missing_key %q: want skip, ip or deny", r.OnMissingKey)
-	}
-	switch r.Headers {
-	case "", headersIETF, headersLegacy, headersBoth, headersOff:
-	default:
-		return fmt.Errorf("headers %q: want ietf, legacy, both or off", r.Headers)
-	}
-	switch r.Scope {
-	case "", scopeCluster, scopeNode:
-	default:
-		return fmt.Errorf("scope %q: want cluster or node", r.Scope)
-	}
-	if r.KeyHash != "" && r.KeyHash != keyHashSHA256 {
-		return fmt.Errorf("key_hash %q: want sha256", r.KeyHash)
-	}
-	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
-		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
-	}
-	if err := checkWindows(r.Limits); err != nil {
-		return err
-	}
-	if err := r.checkMaxHeld(); err != nil {
-		return err
-	}
-	return r.checkStore()
-}
-
-// DefaultMaxHeld is how many requests a leaky_bucket rule holds at once
-// when max_held is not given.
-const DefaultMaxHeld = 1000
-
-// maxHeld is max_held, or its default.
-func (r *Rule) maxHeld() int64 {
-	if r.MaxHeld == 0 {
-		return DefaultMaxHeld
-	}
-	return int64(r.MaxHeld)
-}
-
-// checkMaxHeld checks max_held: positive, on a leaky_bucket rule.
-func (r *Rule) checkMaxHeld() error {
-	switch {
-	case r.MaxHeld < 0:
-		return fmt.Errorf("max_held %d: must be a whole number of at least 1", r.MaxHeld)
-	case r.MaxHeld != 0 && r.Algorithm != string(limiter.LeakyBucket):
-		return fmt.Errorf("max_held applies to leaky_bucket only (no other algorithm holds requests)")
-	}
-	return nil
-}
-
-// checkWindows refuses two limits with one window: both would be shown
-// under one policy name, and the smaller alone is in force.
-func checkWindows(limits []Limit) error {
-	for i, l := range limits {
-		for _, m := range limits[:i] {
-			if m.Window == l.Window {
-				return fmt.Errorf("limit %d %s and limit %d %s have the same window: keep the smaller", m.Count, time.Duration(m.Window), l.Count, time.Duration(l.Window))
-			}
-		}
-	}
-	return nil
-}
-
-// checkCost refuses a static cost that no request could ever pay: above
-// the smallest limit, or above the burst, every request would be denied
-// forever. (Tiers and geo factors may scale a limit below it at request
-// time; such a request is denied, with the longest window as Retry-After.)
-func (r *Rule) checkCost(cost int64) error {
-	if cost < 1 {
-		return fmt.Errorf("cost %d: a request must take at least 1 unit (a rule that takes nothing limits nothing)", cost)
-	}
-	for _, l := range r.Limits {
-		if cost > l.Count {
-			return fmt.Errorf("cost %d is more than limit %d %s allows: every request would be denied", cost, l.Count, time.Duration(l.Window))
-		}
-	}
-	if r.Burst > 0 && cost > r.Burst && r.Algorithm != string(limiter.LeakyBucket) {
-		return fmt.Errorf("cost %d is more than burst %d allows: every request would be denied", cost, r.Burst)
-	}
-	return nil
-}
-
-// checkStore checks store and on_store_error, and what store redis
-// cannot be combined with.
-func (r *Rule) checkStore() error {
-	switch r.OnStoreError {
-	case "", storeErrorLocal, storeErrorFailOpen, storeErrorFailClosed:
-	default:
-		return fmt.Errorf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
-	}
-	switch r.Store {
-	case "", storeLocal:
-		if r.OnStoreError != "" {
-			return fmt.Errorf("on_store_error applies to store redis only")
-		}
-		return nil
-	case storeRedis:
-	default:
-		return fmt.Errorf("store %q: want local or redis", r.Store)
-	}
-	switch {
-	case r.Scope == scopeCluster:
-		return fmt.Errorf("store redis and scope cluster: choose one (Redis holds one exact limit for every node that uses it; scope cluster shares the limit by gossip)")
-	case r.Scope == scopeNode:
-		return fmt.Errorf("store redis and scope node: choose one (a limit in Redis holds for every node that uses it)")
-	}
-	for _, l := range r.Limits {
-		if time.Duration(l.Window)%time.Microsecond != 0 {
-			return fmt.Errorf("limit window %s: must be a whole number of microseconds with store redis", time.Duration(l.Window))
-		}
-	}
-	return nil
-}
-
-// parsePrefix reads a CIDR or a single address as a prefix.
-func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
+	withPrefixes(r.keys, r.IPv4Prefix, r.IPv6Prefix)
+	for _, e := range r.Exempt {
+		p, err := parsePrefix(e)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("exempt %q: %v", s, err)
+			return nil, err
 		}
-		return p.Masked(), nil
+		r.exempt = append(r.exempt, p)
 	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("exempt %q: not an IP address or CIDR", s)
+	switch {
+	case r.Cost == "":
+	case strings.Contains(r.Cost, "{"):
+		r.costText = r.Cost
+	default:
+		if r.cost, err = strconv.ParseInt(r.Cost, 10, 64); err != nil {
+			return nil, fmt.Errorf("cost %q: want a whole number ≥ 1 or a placeholder", r.Cost)
+		}
+		if err := r.checkCost(r.cost); err != nil {
+			return nil, err
+		}
 	}
-	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	if r.geo, err = geo.FromMap(r.GeoMultiplier); err != nil {
+		return nil, fmt.Errorf("geo_multiplier: %v", err)
+	}
+	r.hasGeo = len(r.GeoMultiplier) > 0
+	if r.tiers, err = parseTiers(r.Tiers, r.Limits); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.tiers != nil && r.TierBy == "":
+		return nil, fmt.Errorf("tiers need tier_by: where the request's tier comes from (jwt plan, header X-Plan)")
+	case r.tiers == nil && r.TierBy != "":
+		return nil, fmt.Errorf("tier_by without tiers")
+	case r.tiers != nil:
+		if r.tierSource, err = parseKeySource(r.TierBy); err != nil {
+			return nil, fmt.Errorf("tier_by: %v", err)
+		}
+	}
+	r.ietf = r.Headers == "" || r.Headers == headersIETF || r.Headers == headersBoth
+	r.legacy = r.Headers == headersLegacy || r.Headers == headersBoth
+	r.policies = policyNames(r.Name, r.Limits)
+	r.policy = policyHeader(r.policies, r.Limits)
+	return r, nil
 }

@@ -26,7 +26,7 @@ func init() {
 //	GET    /rate_limit/rules/{rule}/keys/{key}     a key's state per limit
 //	DELETE /rate_limit/rules/{rule}/keys/{key}     reset a key, on every node of a cluster
 //	GET    /rate_limit/cluster                     members, hot keys' shares, gossip traffic
-//	GET    /rate_limit/ui/                         the dashboard (dashboard.go)
+//	GET    /rate_limit/ui/                         the dashboard (admin_dashboard.go)
 //
 // Rule names and keys are path segments, percent-encoded.
 type adminAPI struct{}

@@ -30,7 +30,7 @@
 //     each request needs; needs.go: what a rule needs of the App.
 //   - app.go: App and its lifecycle; registry.go: the rules' limiters by
 //     name, process-wide (registry); stats.go and metrics.go: the rules' counts, exported to
-//     Prometheus; cluster.go and cluster_admin.go: the cluster node;
+//     Prometheus; cluster.go: the cluster node;
 //     store.go and store_nodes.go: the Redis store and the fleet's
 //     heartbeat.
 //   - caddyfile*.go: the Caddyfile adapter (caddyfile.go the directive,

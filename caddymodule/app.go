@@ -213,7 +213,7 @@ func (a *App) Start() error {
 		n.sharing.SetRules(a.sharedRules())
 	}
 	if a.redis != nil && a.fleet == nil {
-		a.fleet = fleets.join(a.fleetKey, a.logger) // not at Provision: caddy validate must not count as a node
+		a.fleet = fleets.acquire(a.fleetKey, a.logger) // not at Provision: caddy validate must not count as a node
 	}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	a.stopOnce = new(sync.Once)
@@ -269,7 +269,7 @@ func (a *App) Cleanup() error {
 			clusters.release(n)
 		}
 	}
-	fleets.leave(a.fleet)
+	fleets.release(a.fleet)
 	a.fleet = nil
 	if a.redis != nil {
 		redisClients.release(a.redis)

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -160,7 +161,6 @@ func (c *ClusterConfig) settings() (clusterSettings, error) {
 type clusterNode struct {
 	bind    string
 	print   string // clusterSettings.print
-	refs    int    // under clusters.mu
 	policy  string
 	cluster *gossip.Cluster
 	sharing *gossip.Sharing
@@ -304,65 +304,94 @@ func resetLocal(rule, key string) {
 	}
 }
 
-// clusters holds the cluster node of each bind address, process-wide: a
-// reload provisions its config while the running one still serves, and
-// both must use the same node, which cannot bind twice.
-var clusters = &clusterPool{byBind: make(map[string]*clusterNode)}
+// clusters holds the cluster node of each bind address, process-wide, in
+// a caddy.UsagePool keyed by the address: a reload provisions its config
+// while the running one still serves, and both must use the same node,
+// which cannot bind twice. The pool's value is the address's slot, whose
+// node changes when a config with other cluster settings acquires it: the
+// running node stops first (the running config then goes on without
+// gossip until it stops). The last release of the address stops its node.
+var clusters = clusterPool{caddy.NewUsagePool()}
 
 // clusterPool is the type of clusters.
-type clusterPool struct {
-	mu     sync.Mutex
-	byBind map[string]*clusterNode
+type clusterPool struct{ pool *caddy.UsagePool }
+
+// bindSlot is the node that holds a bind address.
+type bindSlot struct {
+	mu   sync.Mutex
+	node *clusterNode // nil until started
 }
 
-// existing returns the running node of s's address, with one more use, if
-// its configuration is s; else nil.
-func (p *clusterPool) existing(s clusterSettings) *clusterNode {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := p.byBind[s.gossip.Bind]
-	if n == nil || n.print != s.print {
+// Destruct stops the address's node, when the last config using it is
+// gone.
+func (b *bindSlot) Destruct() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.node != nil {
+		b.node.close()
+	}
+	return nil
+}
+
+// errNoNode is what existing's constructor returns: it looks up, and
+// never starts a node.
+var errNoNode = errors.New("no cluster node runs on this address")
+
+// existing returns the running node of s, with one more use of its
+// address, if its settings are s; else nil. It binds nothing, so
+// Provision (and caddy validate) may call it.
+func (p clusterPool) existing(s clusterSettings) *clusterNode {
+	v, _, err := p.pool.LoadOrNew(s.gossip.Bind, func() (caddy.Destructor, error) { return nil, errNoNode })
+	if err != nil {
 		return nil
 	}
-	n.refs++
+	slot := v.(*bindSlot)
+	slot.mu.Lock()
+	n := slot.node
+	slot.mu.Unlock()
+	if n == nil || n.print != s.print {
+		_, _ = p.pool.Delete(s.gossip.Bind)
+		return nil
+	}
 	return n
 }
 
-// acquire returns the node for s, with one more use: the running one if
-// its configuration is s, else a new one, which first stops a node of
-// another configuration on the same address (a reload that changed the
-// cluster block: the running config then goes on without gossip until it
-// stops).
-func (p *clusterPool) acquire(s clusterSettings, logger *zap.Logger) (*clusterNode, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := p.byBind[s.gossip.Bind]; n != nil {
-		if n.print == s.print {
-			n.refs++
-			return n, nil
-		}
-		delete(p.byBind, n.bind)
-		n.close()
+// acquire returns the node for s, with one more use of its address: the
+// running one if its settings are s, else a new one, which first stops a
+// node of other settings on the same address.
+func (p clusterPool) acquire(s clusterSettings, logger *zap.Logger) (*clusterNode, error) {
+	v, _, _ := p.pool.LoadOrNew(s.gossip.Bind, func() (caddy.Destructor, error) { return new(bindSlot), nil })
+	slot := v.(*bindSlot)
+	n, err := slot.start(s, logger)
+	if err != nil {
+		_, _ = p.pool.Delete(s.gossip.Bind)
+		return nil, err
+	}
+	return n, nil
+}
+
+// start returns the slot's node if its settings are s, else stops it and
+// starts a node of s.
+func (b *bindSlot) start(s clusterSettings, logger *zap.Logger) (*clusterNode, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.node != nil && b.node.print == s.print {
+		return b.node, nil
+	}
+	if b.node != nil {
+		b.node.close()
+		b.node = nil
 	}
 	n, err := startClusterNode(s, logger)
 	if err != nil {
 		return nil, err
 	}
-	n.refs = 1
-	p.byBind[n.bind] = n
+	b.node = n
 	return n, nil
 }
 
-// release drops one use of n, and stops it with the last.
-func (p *clusterPool) release(n *clusterNode) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n.refs--
-	if n.refs <= 0 && p.byBind[n.bind] == n {
-		delete(p.byBind, n.bind)
-		n.close()
-	}
-}
+// release drops one use of n's address, and stops its node with the last.
+func (p clusterPool) release(n *clusterNode) { _, _ = p.pool.Delete(n.bind) }
 
 // sharing is the quota sharing of the cluster node in use, or nil: no
 // cluster, or its node not started yet (the rules then limit alone).

@@ -63,8 +63,16 @@
 //     config uses any more is dropped. If the new config failed to start,
 //     its Cleanup reverts the registry to the running config's limiters.
 //
-// Process-wide resources outlive a config the same way, each in a pool
-// keyed by its settings: the geoip databases (a caddy.UsagePool), the
-// Redis clients, the cluster nodes (a reload with an unchanged cluster
-// block keeps the node: no rebind, no rejoin) and the fleet heartbeats.
+// Process-wide resources outlive a config the same way, each in a
+// caddy.UsagePool keyed by its settings: the geoip databases
+// (geoDatabases), the Redis clients (redisClients), the cluster nodes
+// (clusters, keyed by bind address: a reload with an unchanged cluster
+// block keeps the node, no rebind, no rejoin) and the fleet heartbeats
+// (fleets). Each has acquire and release; a value's Destruct stops it.
+//
+// The registry of rules is not a UsagePool: a reload does not only share
+// a rule's limiter, it replaces it at commit (a successor adopting its
+// keys) and puts it back if the new config fails to start. A UsagePool
+// holds one value a key for as long as it is used, and has no place for a
+// pending successor or for what a commit replaced.
 package caddymodule

@@ -290,47 +290,34 @@ func (l redisLog) Printf(_ context.Context, format string, v ...any) {
 	}
 }
 
-// redisClients holds the process's Redis client of each configuration:
-// a reload that keeps the redis block keeps its client (and its pooled
-// connections); the last config using a client closes it.
-var redisClients = &redisPool{byPrint: make(map[string]*sharedRedis)}
+// redisClients holds the process's Redis client of each configuration,
+// keyed by redisSettings.print: a reload that keeps the redis block keeps
+// its client (and its pooled connections); the last config using a client
+// closes it.
+var redisClients = redisPool{caddy.NewUsagePool()}
 
 // redisPool is the type of redisClients.
-type redisPool struct {
-	mu      sync.Mutex
-	byPrint map[string]*sharedRedis
-}
+type redisPool struct{ pool *caddy.UsagePool }
 
-// sharedRedis is a client and the configs using it.
+// sharedRedis is a client of redisClients.
 type sharedRedis struct {
 	client redis.UniversalClient
-	print  string
-	refs   int // under redisClients.mu
+	print  string // its key in redisClients
 }
 
+// Destruct closes the client, when the last config using it is gone.
+func (c *sharedRedis) Destruct() error { return c.client.Close() }
+
 // acquire returns the client of s, with one more use.
-func (p *redisPool) acquire(s redisSettings) *sharedRedis {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.byPrint[s.print]
-	if c == nil {
-		c = &sharedRedis{client: newRedisClient(s), print: s.print}
-		p.byPrint[s.print] = c
-	}
-	c.refs++
-	return c
+func (p redisPool) acquire(s redisSettings) *sharedRedis {
+	v, _, _ := p.pool.LoadOrNew(s.print, func() (caddy.Destructor, error) {
+		return &sharedRedis{client: newRedisClient(s), print: s.print}, nil
+	})
+	return v.(*sharedRedis)
 }
 
 // release drops one use of c, and closes it with the last.
-func (p *redisPool) release(c *sharedRedis) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c.refs--
-	if c.refs <= 0 && p.byPrint[c.print] == c {
-		delete(p.byPrint, c.print)
-		_ = c.client.Close()
-	}
-}
+func (p redisPool) release(c *sharedRedis) { _, _ = p.pool.Delete(c.print) }
 
 // ruleStore is a rule's state in Redis, with what the request path needs
 // around it: the deadline, the on_store_error mode, and a log that says

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -36,74 +37,70 @@ type fleetKey struct {
 	prefix string
 }
 
-// fleets holds the heartbeat of each fleet in use, process-wide: the apps
-// of the configs using a fleet join it at Start and leave it at Cleanup,
-// and a reload starts the new config before the old one stops, so the
-// heartbeat (and the node's id in Redis) runs on across reloads. The last
-// to leave stops it and takes the node out of Redis.
-var fleets = &fleetPool{byKey: make(map[fleetKey]*fleetLoop)}
+// fleets holds the heartbeat of each fleet in use, process-wide, in a
+// caddy.UsagePool keyed by fleetKey: the apps of the configs using a fleet
+// acquire it at Start and release it at Cleanup, and a reload starts the
+// new config before the old one stops, so the heartbeat (and the node's id
+// in Redis) runs on across reloads. The last to release it stops it and
+// takes the node out of Redis.
+var fleets = &fleetPool{pool: caddy.NewUsagePool()}
 
 // fleetPool is the type of fleets.
 type fleetPool struct {
-	mu    sync.Mutex
-	byKey map[fleetKey]*fleetLoop
-	// index is byKey's fleets, copied on every change: the request path
-	// reads it without a lock.
+	pool *caddy.UsagePool
+	mu   sync.Mutex // for index
+	// index is the pool's fleets, copied on every change: the request
+	// path reads it without a lock.
 	index atomic.Pointer[map[fleetKey]*redisstore.Fleet]
 }
 
-// fleetLoop is a fleet's heartbeat and the apps using it.
+// fleetLoop is a fleet's heartbeat.
 type fleetLoop struct {
 	key    fleetKey
 	fleet  *redisstore.Fleet
 	logger *zap.Logger
-	refs   int // under fleets.mu
 	cancel context.CancelFunc
 	done   chan struct{}
+	pool   *fleetPool
 }
 
-// join returns the heartbeat of key, started (its first beat at once) if
-// it was not running, with one more use.
-func (p *fleetPool) join(key fleetKey, logger *zap.Logger) *fleetLoop {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if l := p.byKey[key]; l != nil {
-		l.refs++
-		return l
-	}
+// acquire returns the heartbeat of key, started (its first beat at once)
+// if it was not running, with one more use; nil if it cannot run (then
+// the fallback enforces whole limits).
+func (p *fleetPool) acquire(key fleetKey, logger *zap.Logger) *fleetLoop {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	f, err := redisstore.NewFleet(key.client, redisstore.FleetConfig{KeyPrefix: key.prefix, TTL: nodesTTL})
-	if err != nil { // the prefix was checked by settings
+	v, _, err := p.pool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		f, err := redisstore.NewFleet(key.client, redisstore.FleetConfig{KeyPrefix: key.prefix, TTL: nodesTTL})
+		if err != nil { // the prefix was checked by settings
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		l := &fleetLoop{key: key, fleet: f, logger: logger, cancel: cancel, done: make(chan struct{}), pool: p}
+		p.publish(key, l.fleet, nil)
+		go l.run(ctx)
+		return l, nil
+	})
+	if err != nil {
 		logger.Error("rate limit store: no node count; the fallback enforces whole limits", zap.Error(err))
 		return nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &fleetLoop{key: key, fleet: f, logger: logger, refs: 1, cancel: cancel, done: make(chan struct{})}
-	p.byKey[key] = l
-	p.reindex()
-	go l.run(ctx)
-	return l
+	return v.(*fleetLoop)
 }
 
-// leave drops one use of l (nil: none); the last stops its heartbeat and
-// takes the node out of Redis (within nodesCallTimeout).
-func (p *fleetPool) leave(l *fleetLoop) {
-	if l == nil {
-		return
+// release drops one use of l (nil: none); the last stops its heartbeat
+// and takes the node out of Redis (within nodesCallTimeout).
+func (p *fleetPool) release(l *fleetLoop) {
+	if l != nil {
+		_, _ = p.pool.Delete(l.key)
 	}
-	p.mu.Lock()
-	l.refs--
-	last := l.refs <= 0 && p.byKey[l.key] == l
-	if last {
-		delete(p.byKey, l.key)
-		p.reindex()
-	}
-	p.mu.Unlock()
-	if !last {
-		return
-	}
+}
+
+// Destruct stops the heartbeat and takes the node out of Redis, when the
+// last config using the fleet is gone.
+func (l *fleetLoop) Destruct() error {
+	l.pool.publish(l.key, nil, l.fleet)
 	l.cancel()
 	<-l.done
 	ctx, cancel := context.WithTimeout(context.Background(), nodesCallTimeout)
@@ -113,13 +110,26 @@ func (p *fleetPool) leave(l *fleetLoop) {
 			ce.Write(zap.String("node", l.fleet.ID()), zap.Duration("ttl", l.fleet.TTL()), zap.Error(err))
 		}
 	}
+	return nil
 }
 
-// reindex publishes byKey's fleets to the request path. Under p.mu.
-func (p *fleetPool) reindex() {
-	idx := make(map[fleetKey]*redisstore.Fleet, len(p.byKey))
-	for k, l := range p.byKey {
-		idx[k] = l.fleet
+// publish sets the index's fleet of key to add, or takes out remove (if
+// it is still the one indexed: a new heartbeat of the key may have
+// started meanwhile).
+func (p *fleetPool) publish(key fleetKey, add, remove *redisstore.Fleet) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	idx := make(map[fleetKey]*redisstore.Fleet)
+	if old := p.index.Load(); old != nil {
+		for k, f := range *old {
+			idx[k] = f
+		}
+	}
+	switch {
+	case add != nil:
+		idx[key] = add
+	case idx[key] == remove:
+		delete(idx, key)
 	}
 	p.index.Store(&idx)
 }
@@ -130,17 +140,6 @@ func (p *fleetPool) lookup(key fleetKey) *redisstore.Fleet {
 		return (*idx)[key]
 	}
 	return nil
-}
-
-// keys lists the fleets running, for tests.
-func (p *fleetPool) keys() []fleetKey {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]fleetKey, 0, len(p.byKey))
-	for k := range p.byKey {
-		out = append(out, k)
-	}
-	return out
 }
 
 // run beats at once, then every nodesBeatInterval until ctx ends.

@@ -43,8 +43,8 @@ func TestFallbackShare(t *testing.T) {
 	app.fleetKey = fleetKey{app.redis.client, app.redisSet.prefix}
 	st := h.rules[0].store
 
-	l := fleets.join(app.fleetKey, nil)
-	again := fleets.join(app.fleetKey, nil) // a reload: the new config joins before the old leaves
+	l := fleets.acquire(app.fleetKey, nil)
+	again := fleets.acquire(app.fleetKey, nil) // a reload: the new config joins before the old leaves
 	if l == nil || again != l {
 		t.Fatalf("joins %p, %p: want one heartbeat", l, again)
 	}
@@ -80,11 +80,11 @@ func TestFallbackShare(t *testing.T) {
 	}
 
 	id := l.fleet.ID()
-	fleets.leave(again) // the old config goes
+	fleets.release(again) // the old config goes
 	if f := fleets.lookup(app.fleetKey); f == nil || f.ID() != id {
 		t.Fatalf("after the first leave: fleet %v, want the same node %s running", f, id)
 	}
-	fleets.leave(l) // the last
+	fleets.release(l) // the last
 	if f := fleets.lookup(app.fleetKey); f != nil || st.fallbackShare() != 1 {
 		t.Errorf("after the last leave: fleet %v, share %v; want none, 1", f, st.fallbackShare())
 	}
@@ -148,8 +148,8 @@ func TestFallbackShareServe(t *testing.T) {
 	h := redisHandler(t, srv, r)
 	app := h.app
 	app.fleetKey = fleetKey{app.redis.client, app.redisSet.prefix}
-	l := fleets.join(app.fleetKey, nil)
-	t.Cleanup(func() { fleets.leave(l) })
+	l := fleets.acquire(app.fleetKey, nil)
+	t.Cleanup(func() { fleets.release(l) })
 	ctx := context.Background()
 	for range 2 {
 		f, err := redisstore.NewFleet(app.redis.client, redisstore.FleetConfig{KeyPrefix: app.redisSet.prefix})

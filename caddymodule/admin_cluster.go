@@ -112,11 +112,10 @@ func describeCluster() clusterView {
 
 // activeNode is the cluster node of the running config, or nil.
 func activeNode() *clusterNode {
-	app := activeApp.Load()
-	if app == nil || app.node == nil {
-		return nil
+	if app := activeApp.Load(); app != nil {
+		return app.clusterNode()
 	}
-	return app.node.Load()
+	return nil
 }
 
 // Cluster metrics: only when a cluster is configured.

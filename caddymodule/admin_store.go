@@ -22,10 +22,10 @@ func storeOf(e ruleEntry) *ruleStore {
 		return nil
 	}
 	app := activeApp.Load()
-	if app == nil {
+	if app == nil || app.redis == nil {
 		return nil
 	}
-	return app.stores[e.name]
+	return app.redis.stores[e.name]
 }
 
 // storeKeyExists reports whether Redis holds state for key.

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"net/http"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(App{})
+	caddy.RegisterModule(new(App))
 }
 
 // App is the process-wide side of rate limiting (global option
@@ -69,48 +68,40 @@ type App struct {
 	// Default: none; such rules then fail to load.
 	Store *StoreConfig `json:"store,omitempty"`
 
-	tokens *tokens // from JWT
+	// Each concern's state, provisioned and cleaned up by its own type;
+	// nil when its option is not set.
+	tokens  *tokens     // JWT
+	geo     *countries  // GeoIP and GeoHeader
+	cluster *clusterUse // Cluster
+	redis   *redisUse   // Store
 
-	redis    *sharedRedis          // the client of Store.Redis, from redisClients
-	redisSet redisSettings         // Store.Redis, parsed
-	stores   map[string]*ruleStore // by rule name: the rules with store redis; set while provisioning
-	fleetKey fleetKey              // the fleet this node counts itself in: a.redis's client and the key prefix
-	fleet    *fleetLoop            // its heartbeat: joined at Start, left at Cleanup
+	logger *zap.Logger
+	ctx    caddy.Context // the config's, for the http app at Start
 
-	cluster *clusterSettings             // from Cluster
-	node    *atomic.Pointer[clusterNode] // the cluster node in use; set at Provision if one runs, else at Start
-
-	geoHeaderKey       string                  // GeoHeader, canonical
-	untrustedGeoHeader *sync.Once              // warns once of a geo_header from an untrusted peer
-	geo                *atomic.Pointer[geo.DB] // from GeoIP, swapped by the file check; nil without
-	geoFile            *geoFile                // its key in geoDatabases, to release
-	geoSeen            geoFile                 // the file as last read, for the file check
-	logger             *zap.Logger
-	ctx                caddy.Context // the config's, for the http app at Start
-	pending            []pendingRule
-	committed          *sync.Once // puts pending in force: at Start, or at the first request if sooner
-	handlers           int        // rate_limit handlers in this config; set while provisioning
-	replaced           *App       // the app that was active when this one committed
-	stop               chan struct{}
-	done               chan struct{}
-	stopOnce           *sync.Once   // Stop and Cleanup may both stop the sweeping
-	running            *atomic.Bool // between Start and Stop; set at Provision
+	// The config's lifecycle (see doc.go).
+	pending   []pendingRule // the rules' limiters, put in force at commit
+	handlers  int           // rate_limit handlers in this config; set while provisioning
+	committed sync.Once     // puts pending in force: at Start, or at the first request if sooner
+	replaced  *App          // the app that was active when this one committed
+	running   atomic.Bool   // between Start and Stop
+	stopOnce  sync.Once     // Stop and Cleanup may both stop the sweeping
+	stop      chan struct{} // made at Start
+	done      chan struct{}
 }
 
 // CaddyModule returns the Caddy module information.
-func (App) CaddyModule() caddy.ModuleInfo {
+func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "rate_limit",
 		New: func() caddy.Module { return new(App) },
 	}
 }
 
-// Provision sets defaults.
+// Provision sets defaults and provisions each concern whose option is
+// set. It binds no port and counts no node: caddy validate stops here.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
-	a.committed = new(sync.Once)
-	a.running = new(atomic.Bool)
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
 	}
@@ -119,69 +110,39 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("registering metrics: %v", err)
 		}
 	}
-	if a.GeoHeader != "" {
-		a.geoHeaderKey = http.CanonicalHeaderKey(a.GeoHeader)
-		a.untrustedGeoHeader = new(sync.Once)
+	var err error
+	if a.GeoHeader != "" || a.GeoIP != "" {
+		if a.geo, err = provisionCountries(a.GeoIP, a.GeoHeader, a.logger); err != nil {
+			return err
+		}
 	}
 	if a.JWT != nil {
-		t, err := newTokens(a.JWT, a.logger)
-		if err != nil {
+		if a.tokens, err = newTokens(a.JWT, a.logger); err != nil {
 			return err
 		}
-		a.tokens = t
 	}
 	if a.Cluster != nil {
-		settings, err := a.Cluster.settings()
-		if err != nil {
+		if a.cluster, err = provisionCluster(a.Cluster); err != nil {
 			return err
-		}
-		a.cluster = &settings
-		a.node = new(atomic.Pointer[clusterNode])
-		if n := clusters.existing(settings); n != nil {
-			a.node.Store(n) // a reload: the node runs on, and serves the new handlers at once
 		}
 	}
 	if a.Store != nil {
-		if a.Store.Redis == nil {
-			return fmt.Errorf("store: no redis block (the one store there is)")
-		}
-		settings, err := a.Store.Redis.settings()
-		if err != nil {
+		if a.redis, err = provisionRedis(a.Store); err != nil {
 			return err
 		}
-		a.redisSet = settings
-		a.redis = redisClients.acquire(settings) // connects at its first call, not here
-		a.fleetKey = fleetKey{a.redis.client, settings.prefix}
-	}
-	if a.GeoIP != "" {
-		db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(a.GeoIP, ""))
-		if err != nil {
-			return err
-		}
-		a.geo = new(atomic.Pointer[geo.DB])
-		a.geo.Store(db)
-		a.geoFile, a.geoSeen = &file, file
-		info := db.Info()
-		a.logger.Info("geoip database",
-			zap.String("path", file.path),
-			zap.String("type", info.DatabaseType),
-			zap.Time("built", info.BuildTime),
-			zap.Int("ipv4_ranges", info.IPv4Ranges),
-			zap.Int("ipv6_ranges", info.IPv6Ranges),
-			zap.Int("table_bytes", info.TableBytes))
 	}
 	return nil
 }
 
 // hasCountries is true if the app can tell a client's country.
-func (a *App) hasCountries() bool { return a.geoDB() != nil || a.GeoHeader != "" }
+func (a *App) hasCountries() bool { return a.geo != nil }
 
 // geoDB is the geoip database in force, or nil.
 func (a *App) geoDB() *geo.DB {
 	if a.geo == nil {
 		return nil
 	}
-	return a.geo.Load()
+	return a.geo.db.Load()
 }
 
 // Validate checks the configuration.
@@ -204,23 +165,17 @@ func (a *App) Validate() error {
 func (a *App) Start() error {
 	a.commit()
 	warnSpoofableClientIP(a.ctx, a.logger)
-	if a.cluster != nil && a.node.Load() == nil {
-		n, err := clusters.acquire(*a.cluster, a.logger)
-		if err != nil {
+	if a.cluster != nil {
+		if err := a.cluster.start(a.logger, a.sharedRules()); err != nil {
 			return fmt.Errorf("rate_limit cluster: %v", err)
 		}
-		a.node.Store(n)
-		n.sharing.SetRules(a.sharedRules())
 	}
-	if a.redis != nil && a.fleet == nil {
-		a.fleet = fleets.acquire(a.fleetKey, a.logger) // not at Provision: caddy validate must not count as a node
+	if a.redis != nil {
+		a.redis.start(a.logger)
 	}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
-	a.stopOnce = new(sync.Once)
 	go a.sweep(time.Duration(a.SweepInterval), time.Duration(a.GeoIPCheckInterval))
-	if a.running != nil {
-		a.running.Store(true)
-	}
+	a.running.Store(true)
 	return nil
 }
 
@@ -229,19 +184,17 @@ func (a *App) Start() error {
 // starts: their first request commits too, so that no request is decided
 // by a successor that has not yet adopted its predecessor's keys.
 func (a *App) commit() {
-	if a.committed != nil { // nil: not provisioned (unit tests)
-		a.committed.Do(func() {
-			registry.commit(a, a.pending)
-			for i := range a.pending {
-				a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)
-				a.pending[i].from = nil // adopted: let it go
-			}
-			if sh := a.sharing(); sh != nil {
-				sh.SetRules(a.sharedRules())
-			}
-			a.replaced = activeApp.Swap(a)
-		})
-	}
+	a.committed.Do(func() {
+		registry.commit(a, a.pending)
+		for i := range a.pending {
+			a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)
+			a.pending[i].from = nil // adopted: let it go
+		}
+		if sh := a.sharing(); sh != nil {
+			sh.SetRules(a.sharedRules())
+		}
+		a.replaced = activeApp.Swap(a)
+	})
 }
 
 // activeApp is the app of the config that started last, for the admin API.
@@ -259,41 +212,32 @@ func (a *App) Cleanup() error {
 	a.Stop() // Caddy cleans up without stopping when a config fails after starting its apps
 	registry.revert(a)
 	back := a.replaced
-	if back != nil && (back.running == nil || !back.running.Load()) {
+	if back != nil && !back.running.Load() {
 		back = nil // it is gone too: keep nothing of it
 	}
 	activeApp.CompareAndSwap(a, back) // as revert: back if this config failed to start
 	a.replaced = nil
-	if a.node != nil {
-		if n := a.node.Swap(nil); n != nil {
-			clusters.release(n)
-		}
+	if a.cluster != nil {
+		a.cluster.cleanup()
 	}
-	fleets.release(a.fleet)
-	a.fleet = nil
 	if a.redis != nil {
-		redisClients.release(a.redis)
-		a.redis = nil
+		a.redis.cleanup()
 	}
-	if a.geoFile != nil {
-		_, err := geoDatabases.Delete(*a.geoFile)
-		a.geoFile = nil
-		return err
+	if a.geo != nil {
+		return a.geo.cleanup()
 	}
 	return nil
 }
 
 // Stop ends the sweeping. Counters stay in the registry for the next config.
 func (a *App) Stop() error {
-	if a.running != nil {
-		a.running.Store(false)
-	}
-	if a.stopOnce != nil {
-		a.stopOnce.Do(func() {
+	a.running.Store(false)
+	a.stopOnce.Do(func() {
+		if a.stop != nil { // started
 			close(a.stop)
 			<-a.done
-		})
-	}
+		}
+	})
 	return nil
 }
 
@@ -316,7 +260,7 @@ func (a *App) sweep(every, checkGeo time.Duration) {
 		case now := <-t.C:
 			registry.sweep(now)
 		case <-check:
-			a.checkGeoFile()
+			a.geo.checkFile()
 		}
 	}
 }

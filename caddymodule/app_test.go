@@ -1,8 +1,6 @@
 package caddymodule
 
 import (
-	"sync"
-
 	"testing"
 	"time"
 
@@ -24,13 +22,11 @@ func ruleWith(name string, cfg limiter.Config) Rule {
 	return r
 }
 
-func provisionedApp() *App { return &App{committed: new(sync.Once)} }
-
 // runningRule puts rule name in force under cfg, as a running config
 // would, and returns its limiter; the rule is released at the end.
 func runningRule(t *testing.T, name string, cfg limiter.Config) *limiter.Limiter {
 	t.Helper()
-	running := provisionedApp()
+	running := new(App)
 	lim, _, err := running.limiterFor(ruleWith(name, cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +43,7 @@ func TestRegistryCommitAndRevert(t *testing.T) {
 	const name = "test commit and revert"
 	lim := runningRule(t, name, hourlyLimit(5))
 
-	failing := provisionedApp()
+	failing := new(App)
 	same, _, err := failing.limiterFor(ruleWith(name, hourlyLimit(50)))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +76,7 @@ func TestRegistrySuccessorAdoptsAtCommit(t *testing.T) {
 		lim.AllowAt("k", now, 1)
 	}
 
-	next := provisionedApp()
+	next := new(App)
 	cfg := hourlyLimit(5)
 	cfg.Burst = 10
 	succ, _, err := next.limiterFor(ruleWith(name, cfg))

@@ -393,16 +393,64 @@ func (b *bindSlot) start(s clusterSettings, logger *zap.Logger) (*clusterNode, e
 // release drops one use of n's address, and stops its node with the last.
 func (p clusterPool) release(n *clusterNode) { _, _ = p.pool.Delete(n.bind) }
 
+// clusterUse is an app's cluster: its settings and the node it uses.
+type clusterUse struct {
+	settings clusterSettings
+	node     atomic.Pointer[clusterNode] // set at Provision if one runs, else at Start
+}
+
+// provisionCluster checks cfg and, on a reload that keeps the cluster
+// block, takes the running node at once (it serves the new handlers from
+// their first request). It starts none: caddy validate binds no port.
+func provisionCluster(cfg *ClusterConfig) (*clusterUse, error) {
+	settings, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	u := &clusterUse{settings: settings}
+	if n := clusters.existing(settings); n != nil {
+		u.node.Store(n)
+	}
+	return u, nil
+}
+
+// start starts the node if Provision found none running, and gives it the
+// rules.
+func (u *clusterUse) start(logger *zap.Logger, rules []gossip.Rule) error {
+	if u.node.Load() != nil {
+		return nil
+	}
+	n, err := clusters.acquire(u.settings, logger)
+	if err != nil {
+		return err
+	}
+	u.node.Store(n)
+	n.sharing.SetRules(rules)
+	return nil
+}
+
+// cleanup releases the node.
+func (u *clusterUse) cleanup() {
+	if n := u.node.Swap(nil); n != nil {
+		clusters.release(n)
+	}
+}
+
 // sharing is the quota sharing of the cluster node in use, or nil: no
 // cluster, or its node not started yet (the rules then limit alone).
 func (a *App) sharing() *gossip.Sharing {
-	if a.node == nil {
-		return nil
-	}
-	if n := a.node.Load(); n != nil {
+	if n := a.clusterNode(); n != nil {
 		return n.sharing
 	}
 	return nil
+}
+
+// clusterNode is the cluster node in use, or nil.
+func (a *App) clusterNode() *clusterNode {
+	if a.cluster == nil {
+		return nil
+	}
+	return a.cluster.node.Load()
 }
 
 // sharedRules are this config's rules with scope cluster, for the sharing.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,12 +109,12 @@ func TestClusterPool(t *testing.T) {
 // clusterApp is an app whose cluster node is a Sharing alone (no
 // membership), in a cluster of size nodes.
 func clusterApp(size int) (*App, *gossip.Sharing) {
-	app := provisionedApp()
+	app := new(App)
 	app.Cluster = &ClusterConfig{}
 	sh := gossip.NewSharing(gossip.SharingConfig{Self: "self"})
 	sh.SetClusterSize(size)
-	app.node = new(atomic.Pointer[clusterNode])
-	app.node.Store(&clusterNode{sharing: sh})
+	app.cluster = new(clusterUse)
+	app.cluster.node.Store(&clusterNode{sharing: sh})
 	return app, sh
 }
 

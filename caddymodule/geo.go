@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -75,23 +77,76 @@ func (c *country) of(a *App, r *http.Request, repl *caddy.Replacer) (string, boo
 	return c.code, c.ok
 }
 
+// countries is how the app tells a client's country: the geoip database
+// (GeoIP), a trusted proxy's header (GeoHeader), or both, the header
+// first.
+type countries struct {
+	header    string                 // GeoHeader, canonical; "" without
+	untrusted sync.Once              // warns once of the header from an untrusted peer
+	db        atomic.Pointer[geo.DB] // from GeoIP, swapped by the file check; nil without
+	file      *geoFile               // its key in geoDatabases, to release; nil without
+	seen      geoFile                // the file as last read, for the file check
+	logger    *zap.Logger
+}
+
+// provisionCountries opens the database at path (if any; shared through
+// geoDatabases) and takes the header's name (if any).
+func provisionCountries(path, header string, logger *zap.Logger) (*countries, error) {
+	c := &countries{logger: logger}
+	if header != "" {
+		c.header = http.CanonicalHeaderKey(header)
+	}
+	if path == "" {
+		return c, nil
+	}
+	db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(path, ""))
+	if err != nil {
+		return nil, err
+	}
+	c.db.Store(db)
+	c.file, c.seen = &file, file
+	info := db.Info()
+	logger.Info("geoip database",
+		zap.String("path", file.path),
+		zap.String("type", info.DatabaseType),
+		zap.Time("built", info.BuildTime),
+		zap.Int("ipv4_ranges", info.IPv4Ranges),
+		zap.Int("ipv6_ranges", info.IPv6Ranges),
+		zap.Int("table_bytes", info.TableBytes))
+	return c, nil
+}
+
+// cleanup releases the database.
+func (c *countries) cleanup() error {
+	if c.file == nil {
+		return nil
+	}
+	_, err := geoDatabases.Delete(*c.file)
+	c.file = nil
+	return err
+}
+
 // countryOf is the country of r's client, or ok=false.
 func (a *App) countryOf(r *http.Request) (string, bool) {
-	if a.geoHeaderKey != "" {
-		if vs := r.Header[a.geoHeaderKey]; len(vs) > 0 {
+	c := a.geo
+	if c == nil {
+		return "", false
+	}
+	if c.header != "" {
+		if vs := r.Header[c.header]; len(vs) > 0 {
 			if fromTrustedProxy(r) {
 				if code, ok := geo.ParseCountry(vs[0]); ok {
 					return code, true
 				}
-			} else if a.untrustedGeoHeader != nil {
-				a.untrustedGeoHeader.Do(func() {
-					a.logger.Warn("geo_header: a request carries the header but does not come from one of the server's trusted_proxies, so the header is ignored; if a proxy or CDN in front of Caddy sets it, add its addresses to trusted_proxies",
-						zap.String("header", a.GeoHeader), zap.String("peer", r.RemoteAddr))
+			} else {
+				c.untrusted.Do(func() {
+					c.logger.Warn("geo_header: a request carries the header but does not come from one of the server's trusted_proxies, so the header is ignored; if a proxy or CDN in front of Caddy sets it, add its addresses to trusted_proxies",
+						zap.String("header", c.header), zap.String("peer", r.RemoteAddr))
 				})
 			}
 		}
 	}
-	if db := a.geoDB(); db != nil {
+	if db := c.db.Load(); db != nil {
 		if addr, err := netip.ParseAddr(clientIP(r)); err == nil {
 			return db.Country(addr)
 		}
@@ -127,32 +182,32 @@ func boxedCountry(code string) any {
 	return countryValues[int(code[0]-'A')*26+int(code[1]-'A')]
 }
 
-// checkGeoFile reads the geoip file again if it changed since it was last
+// checkFile reads the geoip file again if it changed since it was last
 // read, and puts the new database in force. It reports whether it did. A
 // file that cannot be read is logged; the database in force stays.
-func (a *App) checkGeoFile() bool {
-	if a.geoFile == nil {
+func (c *countries) checkFile() bool {
+	if c.file == nil {
 		return false
 	}
-	path := a.geoSeen.path
+	path := c.seen.path
 	fi, err := os.Stat(path)
 	if err != nil {
-		a.logger.Error("geoip database: checking the file", zap.String("path", path), zap.Error(err))
+		c.logger.Error("geoip database: checking the file", zap.String("path", path), zap.Error(err))
 		return false
 	}
-	if fi.Size() == a.geoSeen.size && fi.ModTime().Equal(a.geoSeen.modified) {
+	if fi.Size() == c.seen.size && fi.ModTime().Equal(c.seen.modified) {
 		return false
 	}
 	db, err := geo.Open(path)
 	if err != nil {
-		a.logger.Error("geoip database changed but cannot be read; the one in force stays", zap.Error(err))
-		a.geoSeen.size, a.geoSeen.modified = fi.Size(), fi.ModTime() // not again until it changes again
+		c.logger.Error("geoip database changed but cannot be read; the one in force stays", zap.Error(err))
+		c.seen.size, c.seen.modified = fi.Size(), fi.ModTime() // not again until it changes again
 		return false
 	}
-	a.geo.Store(db) // readers holding the old one may finish with it: Close frees nothing they use
-	a.geoSeen.size, a.geoSeen.modified = fi.Size(), fi.ModTime()
+	c.db.Store(db) // readers holding the old one may finish with it: Close frees nothing they use
+	c.seen.size, c.seen.modified = fi.Size(), fi.ModTime()
 	info := db.Info()
-	a.logger.Info("geoip database changed on disk and was read again",
+	c.logger.Info("geoip database changed on disk and was read again",
 		zap.String("path", path), zap.String("type", info.DatabaseType), zap.Time("built", info.BuildTime))
 	return true
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/internal/mmdbtest"
 )
 
@@ -35,15 +33,12 @@ func geoApp(t testing.TB) *App {
 	if err := mmdbtest.Write(path, testCountries); err != nil {
 		t.Fatal(err)
 	}
-	app := provisionedApp()
-	app.GeoIP, app.GeoHeader, app.geoHeaderKey = path, "CF-IPCountry", "Cf-Ipcountry"
-	db, file, err := openGeo(path)
-	if err != nil {
+	app := new(App)
+	app.GeoIP, app.GeoHeader = path, "CF-IPCountry"
+	var err error
+	if app.geo, err = provisionCountries(app.GeoIP, app.GeoHeader, zap.NewNop()); err != nil {
 		t.Fatal(err)
 	}
-	app.geo = new(atomic.Pointer[geo.DB])
-	app.geo.Store(db)
-	app.geoFile, app.geoSeen = &file, file
 	t.Cleanup(func() { app.Cleanup() })
 	return app
 }
@@ -218,13 +213,12 @@ func TestGeoMultiplierNeedsCountries(t *testing.T) {
 // database in force.
 func TestGeoFileCheck(t *testing.T) {
 	app := geoApp(t)
-	app.logger = zap.NewNop()
-	path := app.geoSeen.path
+	path := app.geo.seen.path
 	country := func() string {
 		code, _ := app.countryOf(requestFrom("5.255.255.7", false))
 		return code
 	}
-	if app.checkGeoFile() || country() != "RU" {
+	if app.geo.checkFile() || country() != "RU" {
 		t.Fatalf("unchanged file: read again, or country %s", country())
 	}
 	touch := func(step int) {
@@ -238,14 +232,14 @@ func TestGeoFileCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	touch(1)
-	if !app.checkGeoFile() || country() != "US" {
+	if !app.geo.checkFile() || country() != "US" {
 		t.Fatalf("rebuilt file: country %s, want US", country())
 	}
 	if err := os.WriteFile(path, []byte("not a database"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	touch(2)
-	if app.checkGeoFile() || country() != "US" {
+	if app.geo.checkFile() || country() != "US" {
 		t.Fatalf("broken file: country %s, want US still", country())
 	}
 }

@@ -338,11 +338,55 @@ type ruleStore struct {
 	suppressed atomic.Uint64
 }
 
+// redisUse is an app's Redis store: the client (shared through
+// redisClients), the rules' state in it and the fleet heartbeat.
+type redisUse struct {
+	settings redisSettings         // StoreConfig.Redis, parsed
+	client   *sharedRedis          // connects at its first call, not at Provision
+	stores   map[string]*ruleStore // by rule name: the rules with store redis; set while provisioning
+	fleet    *fleetLoop            // the heartbeat: acquired at Start, released at Cleanup
+}
+
+// provisionRedis checks cfg and takes its client.
+func provisionRedis(cfg *StoreConfig) (*redisUse, error) {
+	if cfg.Redis == nil {
+		return nil, fmt.Errorf("store: no redis block (the one store there is)")
+	}
+	settings, err := cfg.Redis.settings()
+	if err != nil {
+		return nil, err
+	}
+	return &redisUse{settings: settings, client: redisClients.acquire(settings)}, nil
+}
+
+// fleetKey is the fleet this node counts itself in: the client and the
+// key prefix.
+func (u *redisUse) fleetKey() fleetKey { return fleetKey{u.client.client, u.settings.prefix} }
+
+// start counts this node in the fleet. Not at Provision: caddy validate
+// must not count as a node.
+func (u *redisUse) start(logger *zap.Logger) {
+	if u.fleet == nil {
+		u.fleet = fleets.acquire(u.fleetKey(), logger)
+	}
+}
+
+// cleanup leaves the fleet and releases the client.
+func (u *redisUse) cleanup() {
+	fleets.release(u.fleet)
+	u.fleet = nil
+	if u.client != nil {
+		redisClients.release(u.client)
+		u.client = nil
+	}
+}
+
 // storeFor returns the Store of a rule with store redis: one per rule
 // name in a config. Its keys start with the app's prefix, the rule's name
 // (escaped by redisstore.Escape) and ':'.
 func (a *App) storeFor(r *rule) (*ruleStore, error) {
-	if st, ok := a.stores[r.Name]; ok {
+	u := a.redis
+	if st, ok := u.stores[r.Name]; ok {
 		return st, nil
 	}
 	cfg := r.limiterConfig()
@@ -351,15 +395,15 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		Limits:        cfg.Limits,
 		Burst:         cfg.Burst,
 		MaxDelay:      cfg.MaxDelay,
-		KeyPrefix:     a.redisSet.prefix + redisstore.Escape(r.Name) + ":",
-		ProbeInterval: a.redisSet.probe,
-		Coalesce:      a.redisSet.coalesce,
+		KeyPrefix:     u.settings.prefix + redisstore.Escape(r.Name) + ":",
+		ProbeInterval: u.settings.probe,
+		Coalesce:      u.settings.coalesce,
 		Counters:      &r.stats.store, // kept by the rule's name across reloads
 	}
-	if a.redisSet.overLimit {
+	if u.settings.overLimit {
 		rc.OverLimitCacheKeys = overLimitCacheKeys
 	}
-	s, err := redisstore.New(a.redis.client, rc)
+	s, err := redisstore.New(u.client.client, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -368,16 +412,16 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		mode = storeErrorLocal
 	}
 	st := &ruleStore{
-		store: s, client: a.redis.client, timeout: a.redisSet.timeout, probe: a.redisSet.probe,
-		rule: r.Name, mode: mode, logger: a.logger, fleetKey: fleetKey{a.redis.client, a.redisSet.prefix},
+		store: s, client: u.client.client, timeout: u.settings.timeout, probe: u.settings.probe,
+		rule: r.Name, mode: mode, logger: a.logger, fleetKey: u.fleetKey(),
 	}
 	if st.logger == nil {
 		st.logger = zap.NewNop()
 	}
-	if a.stores == nil {
-		a.stores = make(map[string]*ruleStore)
+	if u.stores == nil {
+		u.stores = make(map[string]*ruleStore)
 	}
-	a.stores[r.Name] = st
+	u.stores[r.Name] = st
 	return st, nil
 }
 
@@ -501,7 +545,10 @@ func (st *ruleStore) ok() {
 // storeUp is 1 if every rule's breaker is closed (Redis answered the last
 // call), else 0.
 func (a *App) storeUp() float64 {
-	for _, st := range a.stores {
+	if a.redis == nil {
+		return 1
+	}
+	for _, st := range a.redis.stores {
 		if b := st.store.Breaker(); b != nil && b.State() != redisstore.Closed {
 			return 0
 		}

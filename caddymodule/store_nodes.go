@@ -203,7 +203,10 @@ func (st *ruleStore) fallbackShare() float64 {
 // storeNodes is the number of nodes sharing the app's Redis and key
 // prefix, as last seen through Redis; 1 before the first beat.
 func (a *App) storeNodes() float64 {
-	if f := fleets.lookup(a.fleetKey); f != nil {
+	if a.redis == nil {
+		return 1
+	}
+	if f := fleets.lookup(a.redis.fleetKey()); f != nil {
 		return float64(f.Nodes())
 	}
 	return 1

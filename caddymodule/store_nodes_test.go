@@ -40,18 +40,17 @@ func TestFallbackShare(t *testing.T) {
 	r.Store = storeRedis
 	h := redisHandler(t, srv, r)
 	app := h.app
-	app.fleetKey = fleetKey{app.redis.client, app.redisSet.prefix}
 	st := h.rules[0].store
 
-	l := fleets.acquire(app.fleetKey, nil)
-	again := fleets.acquire(app.fleetKey, nil) // a reload: the new config joins before the old leaves
+	l := fleets.acquire(app.redis.fleetKey(), nil)
+	again := fleets.acquire(app.redis.fleetKey(), nil) // a reload: the new config joins before the old leaves
 	if l == nil || again != l {
 		t.Fatalf("joins %p, %p: want one heartbeat", l, again)
 	}
 	ctx := context.Background()
 	others := make([]*redisstore.Fleet, 2)
 	for i := range others {
-		f, err := redisstore.NewFleet(app.redis.client, redisstore.FleetConfig{KeyPrefix: app.redisSet.prefix})
+		f, err := redisstore.NewFleet(app.redis.client.client, redisstore.FleetConfig{KeyPrefix: app.redis.settings.prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,14 +80,14 @@ func TestFallbackShare(t *testing.T) {
 
 	id := l.fleet.ID()
 	fleets.release(again) // the old config goes
-	if f := fleets.lookup(app.fleetKey); f == nil || f.ID() != id {
+	if f := fleets.lookup(app.redis.fleetKey()); f == nil || f.ID() != id {
 		t.Fatalf("after the first leave: fleet %v, want the same node %s running", f, id)
 	}
 	fleets.release(l) // the last
-	if f := fleets.lookup(app.fleetKey); f != nil || st.fallbackShare() != 1 {
+	if f := fleets.lookup(app.redis.fleetKey()); f != nil || st.fallbackShare() != 1 {
 		t.Errorf("after the last leave: fleet %v, share %v; want none, 1", f, st.fallbackShare())
 	}
-	if err := app.redis.client.ZScore(ctx, l.fleet.Key(), id).Err(); err == nil {
+	if err := app.redis.client.client.ZScore(ctx, l.fleet.Key(), id).Err(); err == nil {
 		t.Errorf("node %s still in %s after the last leave", id, l.fleet.Key())
 	}
 }
@@ -106,26 +105,28 @@ func TestFallbackShareStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &App{SweepInterval: 60e9, Store: &StoreConfig{Redis: cfg}, redisSet: s, redis: redisClients.acquire(s)}
-	app.fleetKey = fleetKey{app.redis.client, s.prefix}
+	app := &App{SweepInterval: 60e9, Store: &StoreConfig{Redis: cfg}}
+	if app.redis, err = provisionRedis(app.Store); err != nil {
+		t.Fatal(err)
+	}
 	if err := app.Start(); err != nil {
 		t.Fatal(err)
 	}
 	key := s.prefix + redisstore.FleetKey
 	ctx := context.Background()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // a poll interval
-		if n, _ := app.redis.client.ZCard(ctx, key).Result(); n == 1 {
+		if n, _ := app.redis.client.client.ZCard(ctx, key).Result(); n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no node in %s 10s after Start", key)
 		}
 	}
-	client := app.redis.client
+	client := app.redis.client.client
 	if err := app.Cleanup(); err != nil {
 		t.Fatal(err)
 	}
-	if app.fleet != nil || fleets.lookup(fleetKey{client, s.prefix}) != nil {
+	if app.redis.fleet != nil || fleets.lookup(fleetKey{client, s.prefix}) != nil {
 		t.Error("fleet still running after Cleanup")
 	}
 	other := redis.NewClient(&redis.Options{Addr: srv.Addr}) // the app's is closed
@@ -147,12 +148,11 @@ func TestFallbackShareServe(t *testing.T) {
 	r.Store = storeRedis
 	h := redisHandler(t, srv, r)
 	app := h.app
-	app.fleetKey = fleetKey{app.redis.client, app.redisSet.prefix}
-	l := fleets.acquire(app.fleetKey, nil)
+	l := fleets.acquire(app.redis.fleetKey(), nil)
 	t.Cleanup(func() { fleets.release(l) })
 	ctx := context.Background()
 	for range 2 {
-		f, err := redisstore.NewFleet(app.redis.client, redisstore.FleetConfig{KeyPrefix: app.redisSet.prefix})
+		f, err := redisstore.NewFleet(app.redis.client.client, redisstore.FleetConfig{KeyPrefix: app.redis.settings.prefix})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -224,12 +224,12 @@ func TestRedisPool(t *testing.T) {
 func redisHandler(t *testing.T, srv *redistest.Server, rules ...Rule) *Handler {
 	t.Helper()
 	cfg := &RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":", ProbeInterval: caddy.Duration(50 * time.Millisecond)}
-	s, err := cfg.settings()
-	if err != nil {
+	app := &App{Store: &StoreConfig{Redis: cfg}}
+	var err error
+	if app.redis, err = provisionRedis(app.Store); err != nil {
 		t.Fatal(err)
 	}
-	app := &App{Store: &StoreConfig{Redis: cfg}, redisSet: s, redis: redisClients.acquire(s)}
-	t.Cleanup(func() { redisClients.release(app.redis) })
+	t.Cleanup(app.redis.cleanup)
 	h := testHandler(t, app, rules...)
 	for _, r := range h.rules {
 		if r.store, err = app.storeFor(r); err != nil {

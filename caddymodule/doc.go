@@ -18,13 +18,16 @@
 // # Where things are
 //
 //   - handler.go (the Handler type, its Provision, Validate and Cleanup,
-//     and the per-rule warnings), serve.go (a
-//     request's way through: match, key, cost, decide, deny or hold),
-//     keys.go (key sources), tiers.go, geo.go (a request's country),
-//     jwt.go (claims of verified tokens), ledger.go (what a request took,
-//     to give back when a later rule denies), headers.go, problem.go,
-//     events.go (denial log lines and Caddy events), proxies.go (the
-//     trusted_proxies_strict warning).
+//     and the per-rule warnings). A request goes down the files once:
+//     request.go resolves what each rule decides it by (the client
+//     address and the country once for all rules; a rule's key, cost and
+//     scale: its facts), serve.go decides it (in process, in the
+//     cluster's share, or in Redis through store.go) and answers it
+//     (headers.go, problem.go, and events.go for the denial's log line
+//     and Caddy event). keys.go, tiers.go, geo.go and jwt.go read the key
+//     sources, tiers, the country and verified tokens; ledger.go keeps
+//     what a request took, to give back when a later rule denies;
+//     proxies.go warns of a spoofable client address.
 //   - rule_config.go: Rule, a rule's JSON config, its defaults and the
 //     checks of its fields; rule.go: rule, a provisioned Rule with what
 //     each request needs; needs.go: what a rule needs of the App.

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"net/http"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,7 +28,7 @@ const exceededEvent = "rate_limit_exceeded"
 // logDenial logs a denial at info (sampled); the key only with log_key,
 // the client's country only for a rule with geo_multiplier. A denial that
 // is served (shadow) logs and emits nothing else.
-func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.Decision, country string, shadow bool) {
+func (h *Handler) logDenial(ru *rule, q *request, key string, d *limiter.Decision, shadow bool) {
 	msg := "rate limit exceeded"
 	if shadow {
 		msg = "rate limit exceeded (shadow: served)"
@@ -40,14 +39,14 @@ func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.De
 	}
 	fields := []zap.Field{
 		zap.String("rule", ru.Name),
-		zap.String("client_ip", clientIP(r)),
+		zap.String("client_ip", q.clientIP()),
 		zap.Duration("wait", d.RetryAfter),
 	}
 	if ru.LogKey {
 		fields = append(fields, zap.String("key", shownKey(key)))
 	}
 	if ru.hasGeo {
-		fields = append(fields, zap.String("country", country))
+		fields = append(fields, zap.String("country", q.where.code))
 	}
 	ce.Write(fields...)
 }
@@ -55,20 +54,20 @@ func (h *Handler) logDenial(ru *rule, r *http.Request, key string, d *limiter.De
 // emitDenial emits the rate_limit_exceeded event, if anything listens:
 // the rule, the client IP, the wait in whole seconds, the key only with
 // log_key, and the country for a rule with geo_multiplier.
-func (h *Handler) emitDenial(ru *rule, r *http.Request, key string, retryAfter int64, country string) {
+func (h *Handler) emitDenial(ru *rule, q *request, key string, retryAfter int64) {
 	if h.events == nil || !h.events.ShouldEmit(exceededEvent) {
 		return
 	}
 	data := map[string]any{
 		"rule":        ru.Name,
-		"client_ip":   clientIP(r),
+		"client_ip":   q.clientIP(),
 		"retry_after": retryAfter,
 	}
 	if ru.LogKey {
 		data["key"] = shownKey(key)
 	}
 	if ru.hasGeo {
-		data["country"] = country
+		data["country"] = q.where.code
 	}
 	h.events.Emit(h.ctx, exceededEvent, data)
 }

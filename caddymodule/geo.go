@@ -67,13 +67,13 @@ type country struct {
 // if the request came through a trusted proxy and the header names a
 // country, else from the geoip database by client IP. It sets
 // {http.rate_limit.country} (empty when unknown).
-func (c *country) of(a *App, r *http.Request, repl *caddy.Replacer) (string, bool) {
+func (c *country) of(a *App, q *request) (string, bool) {
 	if c.looked {
 		return c.code, c.ok
 	}
 	c.looked = true
-	c.code, c.ok = a.countryOf(r)
-	repl.Set("http.rate_limit.country", boxedCountry(c.code))
+	c.code, c.ok = a.countryOf(q.r, q.clientIP())
+	q.repl.Set("http.rate_limit.country", boxedCountry(c.code))
 	return c.code, c.ok
 }
 
@@ -126,8 +126,8 @@ func (c *countries) cleanup() error {
 	return err
 }
 
-// countryOf is the country of r's client, or ok=false.
-func (a *App) countryOf(r *http.Request) (string, bool) {
+// countryOf is the country of r's client, at address ip, or ok=false.
+func (a *App) countryOf(r *http.Request, ip string) (string, bool) {
 	c := a.geo
 	if c == nil {
 		return "", false
@@ -147,7 +147,7 @@ func (a *App) countryOf(r *http.Request) (string, bool) {
 		}
 	}
 	if db := c.db.Load(); db != nil {
-		if addr, err := netip.ParseAddr(clientIP(r)); err == nil {
+		if addr, err := netip.ParseAddr(ip); err == nil {
 			return db.Country(addr)
 		}
 	}

@@ -78,7 +78,7 @@ func TestCountryOf(t *testing.T) {
 		{"trusted header names no country: database", requestFrom("3.0.0.9", true, "CF-IPCountry", "XX"), "US", true},
 		{"trusted Tor: unknown", requestFrom("9.9.9.9", true, "CF-IPCountry", "T1"), "", false},
 	} {
-		code, ok := app.countryOf(c.r)
+		code, ok := app.countryOf(c.r, clientIP(c.r))
 		if code != c.want || ok != c.wantOK {
 			t.Errorf("%s: countryOf = %q, %v; want %q, %v", c.name, code, ok, c.want, c.wantOK)
 		}
@@ -215,7 +215,7 @@ func TestGeoFileCheck(t *testing.T) {
 	app := geoApp(t)
 	path := app.geo.seen.path
 	country := func() string {
-		code, _ := app.countryOf(requestFrom("5.255.255.7", false))
+		code, _ := app.countryOf(requestFrom("5.255.255.7", false), "5.255.255.7")
 		return code
 	}
 	if app.geo.checkFile() || country() != "RU" {

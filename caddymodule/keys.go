@@ -5,15 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
 // keySource is one part of a rule's key (one word of `by`).
@@ -150,31 +146,11 @@ func parseIPPrefixSource(word string) (keySource, error) {
 	return src, nil
 }
 
-// clientIP is the request's client address as Caddy sees it ({client_ip}:
-// the peer, or the forwarded address when the peer is a trusted proxy).
-// An IPv4 client seen through an IPv6 socket is keyed by its IPv4 address.
-func clientIP(r *http.Request) string {
-	ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
-	if !ok || ip == "" {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			return r.RemoteAddr
-		}
-		ip = host
-	}
-	if strings.HasPrefix(ip, "::ffff:") {
-		if a, err := netip.ParseAddr(ip); err == nil {
-			return a.Unmap().String()
-		}
-	}
-	return ip
-}
-
 // fallbackKey is the key of a request keyed by client IP because its own
 // key is missing (on_missing_key ip). The NUL it starts with cannot occur in
 // a key part (keyOf refuses control characters), so no header or query
 // value can name another client's fallback counter.
-func fallbackKey(r *http.Request) string { return "\x00" + clientIP(r) }
+func fallbackKey(ip string) string { return "\x00" + ip }
 
 // withPrefixes makes every source shorten a value that is an IP address
 // to v4 or v6 bits (0: the whole address).
@@ -190,8 +166,8 @@ func withPrefixes(srcs []keySource, v4, v6 int) {
 }
 
 // value is this source's part of the key, "" when the request has none.
-func (src keySource) value(r *http.Request, repl *caddy.Replacer) string {
-	v := src.raw(r, repl)
+func (src keySource) value(q *request) string {
+	v := src.raw(q)
 	if !src.mask || v == "" {
 		return v
 	}
@@ -214,12 +190,13 @@ func prefixOf(addr netip.Addr, v4, v6 int) string {
 }
 
 // raw is this source's value, before any prefix.
-func (src keySource) raw(r *http.Request, repl *caddy.Replacer) string {
+func (src keySource) raw(q *request) string {
+	r, repl := q.r, q.repl
 	switch src.kind {
 	case sourceIP:
-		return clientIP(r)
+		return q.clientIP()
 	case sourceIPPrefix:
-		addr, err := netip.ParseAddr(clientIP(r))
+		addr, err := netip.ParseAddr(q.clientIP())
 		if err != nil {
 			return ""
 		}
@@ -285,14 +262,14 @@ func unescape(s string) string {
 // A part holding a control character counts as missing: parts are joined
 // with one, and fallback keys start with one, so a client must not be able
 // to forge them.
-func keyOf(srcs []keySource, r *http.Request, repl *caddy.Replacer) (key string, ok bool) {
+func keyOf(srcs []keySource, q *request) (key string, ok bool) {
 	if len(srcs) == 1 {
-		key = srcs[0].value(r, repl)
+		key = srcs[0].value(q)
 		return key, key != "" && !hasControl(key)
 	}
 	var b strings.Builder
 	for i, src := range srcs {
-		v := src.value(r, repl)
+		v := src.value(q)
 		if v == "" || hasControl(v) {
 			return "", false
 		}

@@ -65,7 +65,7 @@ func TestKeyOf(t *testing.T) {
 			}
 			return nil, false
 		})
-		got, ok := keyOf(srcs, r, repl)
+		got, ok := keyOf(srcs, &request{r: r, repl: repl})
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("Test %d: by %q: got %q, %v; want %q, %v", i, tc.by, got, ok, tc.want, tc.wantOK)
 		}
@@ -107,7 +107,7 @@ func TestKeyPrefixes(t *testing.T) {
 			}
 			return nil, false
 		})
-		if got, ok := keyOf(srcs, r, repl); got != tc.want || !ok {
+		if got, ok := keyOf(srcs, &request{r: r, repl: repl}); got != tc.want || !ok {
 			t.Errorf("Test %d: by %q prefixes %d/%d: got %q, %v; want %q", i, tc.by, tc.v4, tc.v6, got, ok, tc.want)
 		}
 	}

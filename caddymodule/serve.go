@@ -26,123 +26,82 @@ const maxSharedKeyBytes = 1024
 // its request is held by a leaky bucket (nginx's 499).
 const statusClientClosed = 499
 
-// ServeHTTP decides the request against every rule that applies. If one
-// denies it, whatever this and earlier rate_limit handlers took for it is
-// given back, and the request is answered 429. Otherwise it is held for
-// the longest leaky-bucket delay, then passed on.
+// ServeHTTP decides the request against every rule that applies, in
+// three steps a rule: its facts (request.go: key, cost, scale), its
+// decision (in process, in the cluster's share, or in Redis), then the
+// answer. If a rule denies, whatever this and earlier rate_limit handlers
+// took for the request is given back, and the request is answered 429.
+// Otherwise it is held for the longest leaky-bucket delay, then passed on.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	h.app.commit()
-	now := time.Now()
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	q := readRequest(r, time.Now())
 	var took takings // this handler's rules decided so far
 	var delay time.Duration
-	var where country
 	var timed bool // one decision in decisionSample: time the request
 	var holds heldPlaces
 	defer holds.release() // on every way out; after the delay at the latest
 	for _, ru := range h.rules {
-		if ok, err := ru.matches(r); err != nil || !ok {
-			if err != nil {
-				h.undo(w.Header(), r, &took, now)
-				return caddyhttp.Error(http.StatusInternalServerError, err)
-			}
+		f, use, err := ru.factsOf(h.app, &q)
+		if err != nil {
+			h.undo(w.Header(), r, &took, q.now)
+			return err
+		}
+		if !use {
 			continue
 		}
-		if ru.exempts(r) {
-			ru.stats.exempt.add(clientIP(r))
-			continue
-		}
-		key, ok := keyOf(ru.keys, r, repl)
-		if !ok {
-			switch ru.OnMissingKey {
-			case missingIP:
-				key = fallbackKey(r)
-			case missingDeny:
-				ru.stats.denied.add("")
-				h.undo(w.Header(), r, &took, now)
-				return caddyhttp.Error(http.StatusForbidden, fmt.Errorf("rate limit %s: request has no key", ru.Name))
-			default:
+		v := ru.decideFacts(h.app, &q, f)
+		switch v.from {
+		case clientGone:
+			h.undo(w.Header(), r, &took, q.now)
+			return caddyhttp.Error(statusClientClosed, r.Context().Err())
+		case failedOpen:
+			ru.stats.decided(f.key, f.cost, true, ru.Shadow)
+			continue // unlimited by this rule: no headers, nothing taken
+		case failedClosed:
+			ru.stats.decided(f.key, f.cost, ru.Shadow, ru.Shadow)
+			if ru.Shadow {
 				continue
 			}
+			h.undo(w.Header(), r, &took, q.now)
+			return ru.unavailable(w)
 		}
-		if ru.KeyHash != "" || ru.clustered && len(key) > maxSharedKeyBytes {
-			key = hashedKey(key)
-		}
-		cost, err := ru.costOf(repl)
-		if err != nil {
-			h.undo(w.Header(), r, &took, now)
-			return caddyhttp.Error(http.StatusBadRequest, err)
-		}
-		scale := ru.tierScale(r, repl)
-		if ru.hasGeo {
-			scale *= ru.geo.For(where.of(h.app, r, repl))
-		}
-		var d limiter.Decision
-		var stored *limiter.Decision // the decision, when Redis made it
-		var shown float64            // the scale the headers show, if not scale
-		if ru.store != nil {
-			var from storeOutcome
-			asked := scale
-			d, from, scale = ru.decideStore(r.Context(), key, now, cost, scale)
-			switch {
-			case from == fromLocal:
-				shown = asked // the fleet's limit, decided at this node's share
-			case from == fromStore:
-				kept := d // escapes: only for decisions Redis made
-				stored = &kept
-			case from == clientGone:
-				h.undo(w.Header(), r, &took, now)
-				return caddyhttp.Error(statusClientClosed, r.Context().Err())
-			case from == failedOpen, from == failedClosed && ru.Shadow:
-				ru.stats.decided(key, cost, true, ru.Shadow)
-				continue // unlimited by this rule: no headers, nothing taken
-			case from == failedClosed:
-				ru.stats.decided(key, cost, false, false)
-				h.undo(w.Header(), r, &took, now)
-				w.Header().Set("Retry-After", "1")
-				if ru.ProblemJSON {
-					return writeUnavailable(w, 1)
-				}
-				return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("rate limit %s: store unavailable (on_store_error fail_closed)", ru.Name))
-			}
-		} else {
-			d, scale = ru.decide(h.app, key, now, cost, scale)
-		}
+		d := &v.d
 		if d.Allowed && d.Delay > 0 && !ru.Shadow && !holds.take(ru) {
 			// max_held requests of the rule are held already: refused at
 			// once, never queued, with what it took given back
-			took.add(taken{ru: ru, key: key, cost: cost, scale: scale, shown: shown, stored: stored})
+			took.add(v.taken(ru, f.key, f.cost))
 			d.Allowed, d.RetryAfter, d.Delay = false, d.Delay, 0
 			for i := range d.Len {
-				d.Quotas[i].Remaining = min(d.Quotas[i].Remaining+cost, d.Quotas[i].Limit)
+				d.Quotas[i].Remaining = min(d.Quotas[i].Remaining+f.cost, d.Quotas[i].Limit)
 			}
 		}
-		timed = ru.stats.decided(key, cost, d.Allowed, ru.Shadow) || timed
+		timed = ru.stats.decided(f.key, f.cost, d.Allowed, ru.Shadow) || timed
 		if !d.Allowed && !ru.Shadow {
-			h.undo(w.Header(), r, &took, now)
-			ru.setHeaders(w.Header(), &d)
+			h.undo(w.Header(), r, &took, q.now)
+			ru.setHeaders(w.Header(), d)
 			if timed {
-				observeDecision(now)
+				observeDecision(q.now)
 			}
-			return h.deny(ru, w, r, repl, key, cost, &d, where.code)
+			return h.deny(ru, w, &q, f, d)
 		}
-		ru.setHeaders(w.Header(), &d)
+		ru.setHeaders(w.Header(), d)
+		cost := f.cost
 		if !d.Allowed { // shadow: served, and took nothing
-			h.logDenial(ru, r, key, &d, where.code, true)
+			h.logDenial(ru, &q, f.key, d, true)
 			cost = 0
 		}
-		took.add(taken{ru: ru, key: key, cost: cost, scale: scale, shown: shown, stored: stored})
+		took.add(v.taken(ru, f.key, cost))
 		if !ru.Shadow { // a shadow rule never holds a request either
 			delay = max(delay, d.Delay)
 		}
 	}
 	if timed {
-		observeDecision(now)
+		observeDecision(q.now)
 	}
 	if h.app.handlers > 1 && took.n > 0 {
 		// a later rate_limit handler may deny: leave the record where it
 		// will look, and no longer here, so nothing is given back twice
-		ledgerOf(r, now).add(took.all()...)
+		ledgerOf(r, q.now).add(took.all()...)
 		took = takings{}
 	}
 	if delay > 0 {
@@ -151,12 +110,56 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		case <-t.C:
 		case <-r.Context().Done():
 			t.Stop()
-			h.undo(w.Header(), r, &took, now)
+			h.undo(w.Header(), r, &took, q.now)
 			return caddyhttp.Error(statusClientClosed, r.Context().Err())
 		}
 		holds.release()
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// verdict is a rule's decision on a request, with what giving its units
+// back needs.
+type verdict struct {
+	d      limiter.Decision
+	from   storeOutcome      // store redis: where the decision came from
+	scale  float64           // the scale the decision used, for a refund
+	shown  float64           // the scale the headers show, if not scale
+	stored *limiter.Decision // the decision, when Redis made it
+}
+
+// decideFacts decides f: in Redis for a rule with store redis, else in
+// process (at this node's share for a rule with scope cluster).
+func (ru *rule) decideFacts(a *App, q *request, f facts) (v verdict) {
+	if ru.store == nil {
+		v.d, v.scale = ru.decide(a, f.key, q.now, f.cost, f.scale)
+		return v
+	}
+	v.d, v.from, v.scale = ru.decideStore(q.r.Context(), f.key, q.now, f.cost, f.scale)
+	switch v.from {
+	case fromLocal:
+		v.shown = f.scale // the fleet's limit, decided at this node's share
+	case fromStore:
+		kept := v.d // escapes: only for decisions Redis made
+		v.stored = &kept
+	}
+	return v
+}
+
+// taken is what v took of key, cost units, to give back if a later rule
+// denies.
+func (v *verdict) taken(ru *rule, key string, cost int64) taken {
+	return taken{ru: ru, key: key, cost: cost, scale: v.scale, shown: v.shown, stored: v.stored}
+}
+
+// unavailable answers a request that a rule with on_store_error
+// fail_closed cannot decide: 503, Retry-After 1.
+func (ru *rule) unavailable(w http.ResponseWriter) error {
+	w.Header().Set("Retry-After", "1")
+	if ru.ProblemJSON {
+		return writeUnavailable(w, 1)
+	}
+	return caddyhttp.Error(http.StatusServiceUnavailable, fmt.Errorf("rate limit %s: store unavailable (on_store_error fail_closed)", ru.Name))
 }
 
 // heldPlaces are the places a request takes in its rules' max_held while
@@ -227,11 +230,11 @@ func (ru *rule) matches(r *http.Request) (bool, error) {
 }
 
 // exempts is true if the client is in one of the rule's exempt ranges.
-func (ru *rule) exempts(r *http.Request) bool {
+func (ru *rule) exempts(q *request) bool {
 	if len(ru.exempt) == 0 {
 		return false
 	}
-	addr, err := netip.ParseAddr(clientIP(r))
+	addr, err := netip.ParseAddr(q.clientIP())
 	if err != nil {
 		return false
 	}
@@ -265,7 +268,8 @@ func (ru *rule) costOf(repl *caddy.Replacer) (int64, error) {
 // deny answers a denied request: Retry-After, the placeholders, a log
 // line, and a 429: an error for handle_errors when the server has such
 // routes, a problem+json body with problem_json, else the bare status.
-func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, key string, cost int64, d *limiter.Decision, country string) error {
+func (h *Handler) deny(ru *rule, w http.ResponseWriter, q *request, f facts, d *limiter.Decision) error {
+	r, repl, key, cost := q.r, q.repl, f.key, f.cost
 	wait := denialWait(d, cost)
 	if ru.RetryJitter > 0 {
 		wait += time.Duration(rand.Float64() * ru.RetryJitter * float64(wait))
@@ -276,8 +280,8 @@ func (h *Handler) deny(ru *rule, w http.ResponseWriter, r *http.Request, repl *c
 	repl.Set("http.rate_limit.exceeded.name", ru.Name) // caddy-ratelimit's name for it
 	repl.Set("http.rate_limit.key", shownKey(key))
 	repl.Set("http.rate_limit.retry_after", secs)
-	h.logDenial(ru, r, key, d, country, false)
-	h.emitDenial(ru, r, key, secs, country)
+	h.logDenial(ru, q, key, d, false)
+	h.emitDenial(ru, q, key, secs)
 	if ru.ProblemJSON {
 		return writeProblem(w, ru.violated(d, cost), secs)
 	}

@@ -133,7 +133,7 @@ func TestFallbackKeyCannotBeNamed(t *testing.T) {
 	}
 	r := newRequest("203.0.113.9")
 	r.Header.Set("X-Api-Key", "\x00192.0.2.7")
-	if _, ok := keyOf(testHandler(t, new(App), Rule{Name: "k", Limits: []Limit{{Count: 1, Window: 1e9}}, By: []string{"header X-Api-Key"}}).rules[0].keys, r, caddy.NewReplacer()); ok {
+	if _, ok := keyOf(testHandler(t, new(App), Rule{Name: "k", Limits: []Limit{{Count: 1, Window: 1e9}}, By: []string{"header X-Api-Key"}}).rules[0].keys, &request{r: r, repl: caddy.NewReplacer()}); ok {
 		t.Fatal("a key holding a control character must count as missing")
 	}
 }

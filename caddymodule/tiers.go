@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,11 +87,11 @@ func parseTierLimit(spec string) (int64, time.Duration, error) {
 
 // tierScale is the factor the request's tier gives the rule's limits: 1
 // without tiers, without a tier, or for a tier not listed.
-func (ru *rule) tierScale(r *http.Request, repl *caddy.Replacer) float64 {
+func (ru *rule) tierScale(q *request) float64 {
 	if ru.tiers == nil {
 		return 1
 	}
-	name := ru.tierSource.value(r, repl)
+	name := ru.tierSource.value(q)
 	if f, ok := ru.tiers[name]; ok {
 		return f
 	}

@@ -1,0 +1,115 @@
+package caddymodule
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// request is one request as a handler's rules read it. What several rules
+// may need is resolved at the first rule that needs it, then kept: the
+// client address (looked up once, however many rules and key sources read
+// it) and the country. It lives on ServeHTTP's stack.
+type request struct {
+	r    *http.Request
+	repl *caddy.Replacer
+	now  time.Time
+
+	ip     string // the client address, once ipDone
+	ipDone bool
+	where  country
+}
+
+// readRequest is r as the rules read it, decided at now.
+func readRequest(r *http.Request, now time.Time) request {
+	return request{r: r, repl: r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer), now: now}
+}
+
+// clientIP is the request's client address (see clientIP), looked up once.
+func (q *request) clientIP() string {
+	if !q.ipDone {
+		q.ip, q.ipDone = clientIP(q.r), true
+	}
+	return q.ip
+}
+
+// country is the client's country (see country.of), looked up once.
+func (q *request) country(a *App) (string, bool) { return q.where.of(a, q) }
+
+// facts is what one rule decides a request by.
+type facts struct {
+	key   string
+	cost  int64
+	scale float64 // the tier's and the country's factors
+}
+
+// factsOf resolves what ru decides q by. use is false when ru does not
+// apply (no match, an exempt client, a missing key that passes); err is
+// the request's answer when it cannot be decided (a matcher's error: 500;
+// a bad cost: 400; a missing key with on_missing_key deny: 403).
+func (ru *rule) factsOf(a *App, q *request) (f facts, use bool, err error) {
+	if ok, err := ru.matches(q.r); err != nil || !ok {
+		if err != nil {
+			return f, false, caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+		return f, false, nil
+	}
+	if ru.exempts(q) {
+		ru.stats.exempt.add(q.clientIP())
+		return f, false, nil
+	}
+	key, ok := keyOf(ru.keys, q)
+	if !ok {
+		switch ru.OnMissingKey {
+		case missingIP:
+			key = fallbackKey(q.clientIP())
+		case missingDeny:
+			ru.stats.denied.add("")
+			return f, false, caddyhttp.Error(http.StatusForbidden, errNoKey{ru.Name})
+		default:
+			return f, false, nil
+		}
+	}
+	if ru.KeyHash != "" || ru.clustered && len(key) > maxSharedKeyBytes {
+		key = hashedKey(key)
+	}
+	cost, err := ru.costOf(q.repl)
+	if err != nil {
+		return f, false, caddyhttp.Error(http.StatusBadRequest, err)
+	}
+	scale := ru.tierScale(q)
+	if ru.hasGeo {
+		scale *= ru.geo.For(q.country(a))
+	}
+	return facts{key: key, cost: cost, scale: scale}, true, nil
+}
+
+// errNoKey is the error of a request refused for want of a key.
+type errNoKey struct{ rule string }
+
+func (e errNoKey) Error() string { return "rate limit " + e.rule + ": request has no key" }
+
+// clientIP is the request's client address as Caddy sees it ({client_ip}:
+// the peer, or the forwarded address when the peer is a trusted proxy).
+// An IPv4 client seen through an IPv6 socket is keyed by its IPv4 address.
+func clientIP(r *http.Request) string {
+	ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	if !ok || ip == "" {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		ip = host
+	}
+	if strings.HasPrefix(ip, "::ffff:") {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			return a.Unmap().String()
+		}
+	}
+	return ip
+}

@@ -201,7 +201,7 @@ func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
 	v := resetView{Rule: e.name, Key: key, Reset: found}
 	if n := activeNode(); n != nil && e.rule.clustered {
 		v.Cluster = true
-		if err := n.cluster.BroadcastReset(e.name, key); err != nil {
+		if err := n.Cluster.BroadcastReset(e.name, key); err != nil {
 			v.ClusterError = err.Error()
 		}
 	} else if !found {

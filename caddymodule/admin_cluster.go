@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/internal/clusternode"
 )
 
 // clusterView is GET /rate_limit/cluster.
@@ -67,16 +68,16 @@ func describeCluster() clusterView {
 		return clusterView{Members: []memberView{}, Shares: []shareView{}}
 	}
 	now := time.Now()
-	members := n.cluster.Members()
-	st := n.sharing.Stats(now)
+	members := n.Cluster.Members()
+	st := n.Sharing.Stats(now)
 	v := clusterView{
 		Enabled:      true,
-		Node:         n.cluster.Name(),
-		Addr:         n.cluster.Addr(),
-		SyncInterval: n.cluster.SyncInterval().String(),
-		OnPartition:  n.policy,
+		Node:         n.Cluster.Name(),
+		Addr:         n.Cluster.Addr(),
+		SyncInterval: n.Cluster.SyncInterval().String(),
+		OnPartition:  n.Policy(),
 		Members:      []memberView{},
-		Size:         clusterSize(members, now),
+		Size:         clusternode.Size(members, now),
 		Live:         st.Live,
 		Minority:     st.Minority,
 		ColdShare:    st.ColdShare,
@@ -96,12 +97,12 @@ func describeCluster() clusterView {
 	for _, e := range registry.list() {
 		names[gossip.KeyHash(e.name)] = e.name
 	}
-	shares := n.sharing.Shares(0)
+	shares := n.Sharing.Shares(0)
 	slices.SortFunc(shares, func(a, b gossip.KeyShare) int { return cmp.Compare(b.Share, a.Share) })
 	for _, s := range shares[:min(len(shares), maxSharesShown)] {
 		v.Shares = append(v.Shares, shareView{Rule: names[s.Rule], Key: s.Key, Share: s.Share, Hot: s.Hot})
 	}
-	gs := n.cluster.Stats()
+	gs := n.Cluster.Stats()
 	v.Gossip = &gossipView{
 		MessagesSent: gs.MessagesSent, BytesSent: gs.BytesSent, SendErrors: gs.SendErrors,
 		MessagesReceived: gs.MessagesReceived, BytesReceived: gs.BytesReceived,
@@ -111,7 +112,7 @@ func describeCluster() clusterView {
 }
 
 // activeNode is the cluster node of the running config, or nil.
-func activeNode() *clusterNode {
+func activeNode() *clusternode.Node {
 	if app := activeApp.Load(); app != nil {
 		return app.clusterNode()
 	}
@@ -138,13 +139,13 @@ func collectCluster(ch chan<- prometheus.Metric) {
 		return
 	}
 	alive := 0
-	for _, m := range n.cluster.Members() {
+	for _, m := range n.Cluster.Members() {
 		if m.State == gossip.StateAlive {
 			alive++
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descClusterMembers, prometheus.GaugeValue, float64(alive))
-	st := n.cluster.Stats()
+	st := n.Cluster.Stats()
 	ch <- prometheus.MustNewConstMetric(descGossipBytes, prometheus.CounterValue, float64(st.BytesSent), "sent")
 	ch <- prometheus.MustNewConstMetric(descGossipBytes, prometheus.CounterValue, float64(st.BytesReceived), "received")
 	for reason, count := range st.Dropped {

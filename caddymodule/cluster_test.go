@@ -10,11 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/internal/clusternode"
 )
 
 const testKey = "c2VjcmV0LWtleS1mb3ItdGVzdHMtMzItYnl0ZXMhISE=" // 32 bytes
@@ -24,11 +21,11 @@ func TestClusterSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.gossip.SyncInterval != gossip.DefaultSyncInterval || s.policy != gossip.LocalShare || s.policyTxt != partitionLocalShare {
+	if s.Gossip.SyncInterval != gossip.DefaultSyncInterval || s.Policy != gossip.LocalShare || s.PolicyText != partitionLocalShare {
 		t.Errorf("defaults: %+v", s)
 	}
 	if s, err := (&ClusterConfig{}).settings(); err == nil || !strings.Contains(err.Error(), "secret key is required") {
-		t.Errorf("default bind 0.0.0.0 without a key: %v, %+v", err, s.gossip)
+		t.Errorf("default bind 0.0.0.0 without a key: %v, %+v", err, s.Gossip)
 	}
 	if _, err := (&ClusterConfig{SecretKeys: []string{testKey}}).settings(); err != nil {
 		t.Errorf("default bind with a key: %v", err)
@@ -54,58 +51,6 @@ func TestClusterSettings(t *testing.T) {
 	}
 }
 
-// A reload with the same cluster block keeps the node (no rebind, no
-// rejoin); a changed block replaces it; the last release stops it.
-func TestClusterPool(t *testing.T) {
-	cfg := ClusterConfig{Bind: "127.0.0.1:0", NodeName: "pool-test", SecretKeys: []string{testKey}}
-	s, err := cfg.settings()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if clusters.existing(s) != nil {
-		t.Fatal("a node before any start")
-	}
-	first, err := clusters.acquire(s, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again := clusters.existing(s); again != first {
-		t.Fatalf("same settings: node %p, want the running %p", again, first)
-	}
-	clusters.release(first)            // the reload's old config goes
-	if clusters.existing(s) != first { // the next reload's new config
-		t.Fatal("node stopped while still in use")
-	}
-	clusters.release(first)
-	clusters.release(first)
-
-	cfg.OnPartition = partitionFailClosed
-	changed, _ := cfg.settings()
-	one, err := clusters.acquire(s, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if clusters.existing(changed) != nil {
-		t.Fatal("a changed block reuses the node")
-	}
-	two, err := clusters.acquire(changed, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if two == one || clusters.existing(s) != nil {
-		t.Fatal("a changed block kept the old node")
-	}
-	clusters.release(one) // the old config stops: the new node stays
-	if clusters.existing(changed) != two {
-		t.Fatal("the old config's release stopped the new node")
-	}
-	clusters.release(two)
-	clusters.release(two)
-	if refs, ok := clusters.pool.References(s.gossip.Bind); ok {
-		t.Fatalf("the address is still in use: %d references", refs)
-	}
-}
-
 // clusterApp is an app whose cluster node is a Sharing alone (no
 // membership), in a cluster of size nodes.
 func clusterApp(size int) (*App, *gossip.Sharing) {
@@ -114,7 +59,7 @@ func clusterApp(size int) (*App, *gossip.Sharing) {
 	sh := gossip.NewSharing(gossip.SharingConfig{Self: "self"})
 	sh.SetClusterSize(size)
 	app.cluster = new(clusterUse)
-	app.cluster.node.Store(&clusterNode{sharing: sh})
+	app.cluster.node.Store(&clusternode.Node{Sharing: sh})
 	return app, sh
 }
 
@@ -178,61 +123,6 @@ func count200(t *testing.T, h caddyhttp.Handler, n int) int {
 	return allowed
 }
 
-// The cluster size counts members alive, and dead ones for deadMemory,
-// never those that left.
-func TestClusterSize(t *testing.T) {
-	now := time.Unix(10_000, 0)
-	members := []gossip.Member{
-		{Name: "self", State: gossip.StateAlive, Self: true},
-		{Name: "b", State: gossip.StateAlive},
-		{Name: "crashed", State: gossip.StateDead, Since: now.Add(-time.Minute)},
-		{Name: "crashed-long-ago", State: gossip.StateDead, Since: now.Add(-deadMemory)},
-		{Name: "left", State: gossip.StateLeft, Since: now.Add(-time.Second)},
-	}
-	if got := clusterSize(members, now); got != 3 {
-		t.Errorf("cluster size %d, want 3 (self, b, crashed)", got)
-	}
-}
-
-func TestExpectedSize(t *testing.T) {
-	for _, c := range []struct {
-		join []string
-		want int
-	}{
-		{nil, 1},
-		{[]string{"10.0.0.5:7946", "10.0.0.6:7946", "10.0.0.7:7946"}, 3}, // the same list on every node
-		{[]string{"10.0.0.6:7946", "10.0.0.7:7946"}, 3},                  // the others only
-		{[]string{"10.0.0.6:7946", "10.0.0.6:7946"}, 2},                  // a seed twice
-	} {
-		if got := expectedSize(c.join, "10.0.0.5:7946", "0.0.0.0:7946"); got != c.want {
-			t.Errorf("join %v: %d, want %d", c.join, got, c.want)
-		}
-	}
-}
-
-func TestMemberlistLog(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	w := memberlistLog{zap.New(core)}
-	for _, line := range []string{
-		"[DEBUG] memberlist: Stream connection from=127.0.0.1:40816\n",
-		"[WARN] memberlist: Was able to connect to b over TCP but UDP probes failed\n",
-		"[ERR] memberlist: Failed to send ping\n",
-		"no level\n",
-	} {
-		w.Write([]byte(line))
-	}
-	var got []string
-	for _, e := range logs.All() {
-		got = append(got, e.Level.String()+" "+e.Message)
-	}
-	want := "[debug Stream connection from=127.0.0.1:40816 warn Was able to connect to b over TCP but UDP probes failed error Failed to send ping info no level]"
-	if fmt.Sprint(got) != want {
-		t.Errorf("got %v\\nwant %s", got, want)
-	}
-}
-
-// A key of a shared rule longer than 1 KiB is followed as its SHA-256: a
-// client cannot make a node hold megabytes a key.
 func TestClusterLongKey(t *testing.T) {
 	rule := Rule{Name: "long", Limits: []Limit{{Count: 100, Window: caddy.Duration(time.Hour)}}, By: []string{"header X-Key"}}
 	rule.clustered = true

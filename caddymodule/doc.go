@@ -33,7 +33,8 @@
 //     each request needs; needs.go: what a rule needs of the App.
 //   - app.go: App and its lifecycle; registry.go: the rules' limiters by
 //     name, process-wide (registry); stats.go and metrics.go: the rules' counts, exported to
-//     Prometheus; cluster.go: the cluster node;
+//     Prometheus; cluster.go: the cluster block and the app's use of a
+//     node (the node itself runs in internal/clusternode);
 //     store.go and store_nodes.go: the Redis store and the fleet's
 //     heartbeat.
 //   - caddyfile*.go: the Caddyfile adapter (caddyfile.go the directive,
@@ -69,8 +70,8 @@
 // Process-wide resources outlive a config the same way, each in a
 // caddy.UsagePool keyed by its settings: the geoip databases
 // (geoDatabases), the Redis clients (redisClients), the cluster nodes
-// (clusters, keyed by bind address: a reload with an unchanged cluster
-// block keeps the node, no rebind, no rejoin) and the fleet heartbeats
+// (internal/clusternode, keyed by bind address: a reload with an unchanged
+// cluster block keeps the node, no rebind, no rejoin) and the fleet heartbeats
 // (fleets). Each has acquire and release; a value's Destruct stops it.
 //
 // The registry of rules is not a UsagePool: a reload does not only share

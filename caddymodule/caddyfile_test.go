@@ -436,8 +436,8 @@ func TestRedisSentinelAuthSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.sentinelUsername != "watcher" || s.sentinelPassword != "s3cret" {
-		t.Errorf("sentinel credentials %q, %q; want watcher, s3cret", s.sentinelUsername, s.sentinelPassword)
+	if s.SentinelUsername != "watcher" || s.SentinelPassword != "s3cret" {
+		t.Errorf("sentinel credentials %q, %q; want watcher, s3cret", s.SentinelUsername, s.SentinelPassword)
 	}
 	for i, change := range []func(c *RedisConfig){
 		func(c *RedisConfig) { c.SentinelPassword = "other" },
@@ -446,8 +446,8 @@ func TestRedisSentinelAuthSettings(t *testing.T) {
 	} {
 		other := cfg
 		change(&other)
-		if o, err := other.settings(); err != nil || o.print == s.print {
-			t.Errorf("Test %d: settings %v; the same client as before the change: %v", i, err, o.print == s.print)
+		if o, err := other.settings(); err != nil || o.Print == s.Print {
+			t.Errorf("Test %d: settings %v; the same client as before the change: %v", i, err, o.Print == s.Print)
 		}
 	}
 	for _, c := range []RedisConfig{

@@ -35,8 +35,9 @@
 //     name, process-wide (registry); stats.go and metrics.go: the rules' counts, exported to
 //     Prometheus; cluster.go: the cluster block and the app's use of a
 //     node (the node itself runs in internal/clusternode);
-//     store.go and store_nodes.go: the Redis store and the fleet's
-//     heartbeat.
+//     store.go and store_nodes.go: the redis block and the rules'
+//     state in Redis (the clients and the fleet's heartbeat run in
+//     internal/redispool).
 //   - caddyfile*.go: the Caddyfile adapter (caddyfile.go the directive,
 //     caddyfile_rule.go a rule's subdirectives, caddyfile_global.go the
 //     global option, caddyfile_compat.go caddy-ratelimit's syntax);
@@ -69,10 +70,10 @@
 //
 // Process-wide resources outlive a config the same way, each in a
 // caddy.UsagePool keyed by its settings: the geoip databases
-// (geoDatabases), the Redis clients (redisClients), the cluster nodes
+// (geoDatabases), the Redis clients (internal/redispool), the cluster nodes
 // (internal/clusternode, keyed by bind address: a reload with an unchanged
 // cluster block keeps the node, no rebind, no rejoin) and the fleet heartbeats
-// (fleets). Each has acquire and release; a value's Destruct stops it.
+// (internal/redispool). Each has acquire and release; a value's Destruct stops it.
 //
 // The registry of rules is not a UsagePool: a reload does not only share
 // a rule's limiter, it replaces it at commit (a successor adopting its

@@ -7,7 +7,6 @@ package caddymodule
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/internal/redispool"
 	"github.com/edgebyte/edgelimit/limiter"
 	"github.com/edgebyte/edgelimit/redisstore"
 )
@@ -150,68 +149,51 @@ func modeIndex(mode string) int {
 	return 0
 }
 
-// redisSettings is a RedisConfig with its placeholders replaced and its
-// defaults filled in.
-type redisSettings struct {
-	addrs              []string
-	username, password string
-	db                 int
-	tls, cluster       bool
-	master             string
-	sentinelUsername   string // on the Sentinels, with master
-	sentinelPassword   string
-	timeout, probe     time.Duration
-	prefix             string
-	coalesce           bool
-	overLimit          bool
-	print              string // what the client is made from, hashed: the pool's key
-}
-
 // settings checks the configuration and fills in its defaults.
-func (c *RedisConfig) settings() (redisSettings, error) {
+func (c *RedisConfig) settings() (redispool.Settings, error) {
 	repl := caddy.NewReplacer()
-	s := redisSettings{
-		coalesce: c.Coalesce, overLimit: !c.NoOverLimitCache,
-		username: repl.ReplaceKnown(c.Username, ""), password: repl.ReplaceKnown(c.Password, ""),
-		db: c.DB, tls: c.TLS, cluster: c.Cluster, master: repl.ReplaceKnown(c.SentinelMaster, ""),
-		sentinelUsername: repl.ReplaceKnown(c.SentinelUsername, ""), sentinelPassword: repl.ReplaceKnown(c.SentinelPassword, ""),
-		timeout: time.Duration(c.Timeout), probe: time.Duration(c.ProbeInterval), prefix: c.KeyPrefix,
+	s := redispool.Settings{
+		Coalesce: c.Coalesce, OverLimit: !c.NoOverLimitCache,
+		Username: repl.ReplaceKnown(c.Username, ""), Password: repl.ReplaceKnown(c.Password, ""),
+		DB: c.DB, TLS: c.TLS, Cluster: c.Cluster, Master: repl.ReplaceKnown(c.SentinelMaster, ""),
+		SentinelUsername: repl.ReplaceKnown(c.SentinelUsername, ""), SentinelPassword: repl.ReplaceKnown(c.SentinelPassword, ""),
+		Timeout: time.Duration(c.Timeout), Probe: time.Duration(c.ProbeInterval), Prefix: c.KeyPrefix,
 	}
 	for _, a := range c.Addresses {
 		a = repl.ReplaceKnown(a, "")
 		if err := checkRedisAddress(a); err != nil {
 			return s, err
 		}
-		s.addrs = append(s.addrs, a)
+		s.Addrs = append(s.Addrs, a)
 	}
 	switch {
-	case len(s.addrs) == 0:
+	case len(s.Addrs) == 0:
 		return s, fmt.Errorf("store redis: no address")
-	case s.master == "" && (c.SentinelUsername != "" || c.SentinelPassword != ""):
+	case s.Master == "" && (c.SentinelUsername != "" || c.SentinelPassword != ""):
 		return s, fmt.Errorf("store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's)")
-	case s.cluster && s.master != "":
-		return s, fmt.Errorf("store redis: cluster on and sentinel_master %q: choose one (a Redis Cluster, or a master found through Sentinels)", s.master)
-	case len(s.addrs) > 1 && !s.cluster && s.master == "":
-		return s, fmt.Errorf("store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(s.addrs))
-	case s.db < 0:
-		return s, fmt.Errorf("store redis: db %d: must not be negative", s.db)
-	case s.cluster && s.db != 0:
-		return s, fmt.Errorf("store redis: db %d: a Redis Cluster has only db 0", s.db)
-	case s.timeout < 0:
-		return s, fmt.Errorf("store redis: timeout %s: must be positive", s.timeout)
-	case s.probe < 0:
-		return s, fmt.Errorf("store redis: probe_interval %s: must be positive", s.probe)
-	case strings.ContainsAny(s.prefix, "{}"):
-		return s, fmt.Errorf("store redis: key_prefix %q: must not contain '{' or '}' (they would move the Redis Cluster hash tag)", s.prefix)
+	case s.Cluster && s.Master != "":
+		return s, fmt.Errorf("store redis: cluster on and sentinel_master %q: choose one (a Redis Cluster, or a master found through Sentinels)", s.Master)
+	case len(s.Addrs) > 1 && !s.Cluster && s.Master == "":
+		return s, fmt.Errorf("store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(s.Addrs))
+	case s.DB < 0:
+		return s, fmt.Errorf("store redis: db %d: must not be negative", s.DB)
+	case s.Cluster && s.DB != 0:
+		return s, fmt.Errorf("store redis: db %d: a Redis Cluster has only db 0", s.DB)
+	case s.Timeout < 0:
+		return s, fmt.Errorf("store redis: timeout %s: must be positive", s.Timeout)
+	case s.Probe < 0:
+		return s, fmt.Errorf("store redis: probe_interval %s: must be positive", s.Probe)
+	case strings.ContainsAny(s.Prefix, "{}"):
+		return s, fmt.Errorf("store redis: key_prefix %q: must not contain '{' or '}' (they would move the Redis Cluster hash tag)", s.Prefix)
 	}
-	if s.timeout == 0 {
-		s.timeout = defaultStoreTimeout
+	if s.Timeout == 0 {
+		s.Timeout = defaultStoreTimeout
 	}
-	if s.probe == 0 {
-		s.probe = redisstore.DefaultProbeInterval
+	if s.Probe == 0 {
+		s.Probe = redisstore.DefaultProbeInterval
 	}
-	if s.prefix == "" {
-		s.prefix = redisstore.DefaultKeyPrefix
+	if s.Prefix == "" {
+		s.Prefix = redisstore.DefaultKeyPrefix
 	}
 	print, _ := json.Marshal(struct {
 		Addrs              []string
@@ -222,9 +204,9 @@ func (c *RedisConfig) settings() (redisSettings, error) {
 		SentinelUsername   string
 		SentinelPassword   string
 		Timeout            time.Duration
-	}{s.addrs, s.username, s.password, s.db, s.tls, s.cluster, s.master, s.sentinelUsername, s.sentinelPassword, s.timeout})
+	}{s.Addrs, s.Username, s.Password, s.DB, s.TLS, s.Cluster, s.Master, s.SentinelUsername, s.SentinelPassword, s.Timeout})
 	sum := sha256.Sum256(print)
-	s.print = hex.EncodeToString(sum[:])
+	s.Print = hex.EncodeToString(sum[:])
 	return s, nil
 }
 
@@ -240,85 +222,6 @@ func checkRedisAddress(a string) error {
 	return nil
 }
 
-// newRedisClient makes the client of s. It does not connect: the first
-// call does. Deadlines come from each call's context, and nothing is
-// retried: a script retried after a lost reply may have run already (see
-// package redisstore).
-func newRedisClient(s redisSettings) redis.UniversalClient {
-	redisLogOnce.Do(func() { redis.SetLogger(redisLog{caddy.Log().Named("rate_limit.redis")}) })
-	opts := &redis.UniversalOptions{
-		Addrs:    s.addrs,
-		Username: s.username,
-		Password: s.password,
-		DB:       s.db,
-
-		MasterName:       s.master,
-		SentinelUsername: s.sentinelUsername,
-		SentinelPassword: s.sentinelPassword,
-
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DialTimeout:           max(s.timeout, minDialTimeout), // the call's deadline still bounds a dial on the request path
-		ReadTimeout:           s.timeout,
-		WriteTimeout:          s.timeout,
-		PoolTimeout:           s.timeout,
-	}
-	if s.tls {
-		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	switch {
-	case s.master != "":
-		return redis.NewFailoverClient(opts.Failover())
-	case s.cluster:
-		return redis.NewClusterClient(opts.Cluster())
-	}
-	return redis.NewClient(opts.Simple())
-}
-
-// redisLogOnce sets go-redis's logger, process-wide, once.
-var redisLogOnce sync.Once
-
-// redisLog writes go-redis's own log lines (a failed dial, every time)
-// at debug level: the rules log Redis failures themselves, at most one
-// line per probe interval.
-type redisLog struct{ logger *zap.Logger }
-
-func (l redisLog) Printf(_ context.Context, format string, v ...any) {
-	if ce := l.logger.Check(zap.DebugLevel, fmt.Sprintf(format, v...)); ce != nil {
-		ce.Write()
-	}
-}
-
-// redisClients holds the process's Redis client of each configuration,
-// keyed by redisSettings.print: a reload that keeps the redis block keeps
-// its client (and its pooled connections); the last config using a client
-// closes it.
-var redisClients = redisPool{caddy.NewUsagePool()}
-
-// redisPool is the type of redisClients.
-type redisPool struct{ pool *caddy.UsagePool }
-
-// sharedRedis is a client of redisClients.
-type sharedRedis struct {
-	client redis.UniversalClient
-	print  string // its key in redisClients
-}
-
-// Destruct closes the client, when the last config using it is gone.
-func (c *sharedRedis) Destruct() error { return c.client.Close() }
-
-// acquire returns the client of s, with one more use.
-func (p redisPool) acquire(s redisSettings) *sharedRedis {
-	v, _, _ := p.pool.LoadOrNew(s.print, func() (caddy.Destructor, error) {
-		return &sharedRedis{client: newRedisClient(s), print: s.print}, nil
-	})
-	return v.(*sharedRedis)
-}
-
-// release drops one use of c, and closes it with the last.
-func (p redisPool) release(c *sharedRedis) { _, _ = p.pool.Delete(c.print) }
-
 // ruleStore is a rule's state in Redis, with what the request path needs
 // around it: the deadline, the on_store_error mode, and a log that says
 // when Redis fails and when it is back, without a line per request.
@@ -331,7 +234,7 @@ type ruleStore struct {
 	mode    string
 	logger  *zap.Logger
 
-	fleetKey fleetKey // the nodes sharing the Redis and key prefix: on_store_error local takes 1/N
+	fleetKey redispool.FleetKey // the nodes sharing the Redis and key prefix: on_store_error local takes 1/N
 
 	down       atomic.Bool  // the last call failed
 	lastLog    atomic.Int64 // Unix ns of the last failure logged
@@ -341,10 +244,10 @@ type ruleStore struct {
 // redisUse is an app's Redis store: the client (shared through
 // redisClients), the rules' state in it and the fleet heartbeat.
 type redisUse struct {
-	settings redisSettings         // StoreConfig.Redis, parsed
-	client   *sharedRedis          // connects at its first call, not at Provision
+	settings redispool.Settings    // StoreConfig.Redis, parsed
+	client   *redispool.Client     // connects at its first call, not at Provision
 	stores   map[string]*ruleStore // by rule name: the rules with store redis; set while provisioning
-	fleet    *fleetLoop            // the heartbeat: acquired at Start, released at Cleanup
+	fleet    *redispool.Heartbeat  // acquired at Start, released at Cleanup
 }
 
 // provisionRedis checks cfg and takes its client.
@@ -356,27 +259,29 @@ func provisionRedis(cfg *StoreConfig) (*redisUse, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &redisUse{settings: settings, client: redisClients.acquire(settings)}, nil
+	return &redisUse{settings: settings, client: redispool.Acquire(settings)}, nil
 }
 
 // fleetKey is the fleet this node counts itself in: the client and the
 // key prefix.
-func (u *redisUse) fleetKey() fleetKey { return fleetKey{u.client.client, u.settings.prefix} }
+func (u *redisUse) fleetKey() redispool.FleetKey {
+	return redispool.FleetKey{Client: u.client.Redis, Prefix: u.settings.Prefix}
+}
 
 // start counts this node in the fleet. Not at Provision: caddy validate
 // must not count as a node.
 func (u *redisUse) start(logger *zap.Logger) {
 	if u.fleet == nil {
-		u.fleet = fleets.acquire(u.fleetKey(), logger)
+		u.fleet = redispool.AcquireFleet(u.fleetKey(), logger)
 	}
 }
 
 // cleanup leaves the fleet and releases the client.
 func (u *redisUse) cleanup() {
-	fleets.release(u.fleet)
+	redispool.ReleaseFleet(u.fleet)
 	u.fleet = nil
 	if u.client != nil {
-		redisClients.release(u.client)
+		redispool.Release(u.client)
 		u.client = nil
 	}
 }
@@ -395,15 +300,15 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		Limits:        cfg.Limits,
 		Burst:         cfg.Burst,
 		MaxDelay:      cfg.MaxDelay,
-		KeyPrefix:     u.settings.prefix + redisstore.Escape(r.Name) + ":",
-		ProbeInterval: u.settings.probe,
-		Coalesce:      u.settings.coalesce,
+		KeyPrefix:     u.settings.Prefix + redisstore.Escape(r.Name) + ":",
+		ProbeInterval: u.settings.Probe,
+		Coalesce:      u.settings.Coalesce,
 		Counters:      &r.stats.store, // kept by the rule's name across reloads
 	}
-	if u.settings.overLimit {
+	if u.settings.OverLimit {
 		rc.OverLimitCacheKeys = overLimitCacheKeys
 	}
-	s, err := redisstore.New(u.client.client, rc)
+	s, err := redisstore.New(u.client.Redis, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +317,7 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		mode = storeErrorLocal
 	}
 	st := &ruleStore{
-		store: s, client: u.client.client, timeout: u.settings.timeout, probe: u.settings.probe,
+		store: s, client: u.client.Redis, timeout: u.settings.Timeout, probe: u.settings.Probe,
 		rule: r.Name, mode: mode, logger: a.logger, fleetKey: u.fleetKey(),
 	}
 	if st.logger == nil {

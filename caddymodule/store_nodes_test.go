@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgebyte/edgelimit/internal/redispool"
 	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/limiter"
 	"github.com/edgebyte/edgelimit/redisstore"
@@ -42,15 +43,15 @@ func TestFallbackShare(t *testing.T) {
 	app := h.app
 	st := h.rules[0].store
 
-	l := fleets.acquire(app.redis.fleetKey(), nil)
-	again := fleets.acquire(app.redis.fleetKey(), nil) // a reload: the new config joins before the old leaves
+	l := redispool.AcquireFleet(app.redis.fleetKey(), nil)
+	again := redispool.AcquireFleet(app.redis.fleetKey(), nil) // a reload: the new config joins before the old leaves
 	if l == nil || again != l {
 		t.Fatalf("joins %p, %p: want one heartbeat", l, again)
 	}
 	ctx := context.Background()
 	others := make([]*redisstore.Fleet, 2)
 	for i := range others {
-		f, err := redisstore.NewFleet(app.redis.client.client, redisstore.FleetConfig{KeyPrefix: app.redis.settings.prefix})
+		f, err := redisstore.NewFleet(app.redis.client.Redis, redisstore.FleetConfig{KeyPrefix: app.redis.settings.Prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestFallbackShare(t *testing.T) {
 		}
 		others[i] = f
 	}
-	if n, err := l.fleet.Beat(ctx); err != nil || n != 3 {
+	if n, err := l.Fleet.Beat(ctx); err != nil || n != 3 {
 		t.Fatalf("beat: %d nodes (%v), want 3", n, err)
 	}
 	if got := st.fallbackShare(); got != 1.0/3 {
@@ -74,21 +75,21 @@ func TestFallbackShare(t *testing.T) {
 	if err := others[1].Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := l.fleet.Beat(ctx); err != nil || n != 2 || st.fallbackShare() != 0.5 {
+	if n, err := l.Fleet.Beat(ctx); err != nil || n != 2 || st.fallbackShare() != 0.5 {
 		t.Errorf("after one left: %d nodes (%v), share %v; want 2, 1/2", n, err, st.fallbackShare())
 	}
 
-	id := l.fleet.ID()
-	fleets.release(again) // the old config goes
-	if f := fleets.lookup(app.redis.fleetKey()); f == nil || f.ID() != id {
+	id := l.Fleet.ID()
+	redispool.ReleaseFleet(again) // the old config goes
+	if f := redispool.LookupFleet(app.redis.fleetKey()); f == nil || f.ID() != id {
 		t.Fatalf("after the first leave: fleet %v, want the same node %s running", f, id)
 	}
-	fleets.release(l) // the last
-	if f := fleets.lookup(app.redis.fleetKey()); f != nil || st.fallbackShare() != 1 {
+	redispool.ReleaseFleet(l) // the last
+	if f := redispool.LookupFleet(app.redis.fleetKey()); f != nil || st.fallbackShare() != 1 {
 		t.Errorf("after the last leave: fleet %v, share %v; want none, 1", f, st.fallbackShare())
 	}
-	if err := app.redis.client.client.ZScore(ctx, l.fleet.Key(), id).Err(); err == nil {
-		t.Errorf("node %s still in %s after the last leave", id, l.fleet.Key())
+	if err := app.redis.client.Redis.ZScore(ctx, l.Fleet.Key(), id).Err(); err == nil {
+		t.Errorf("node %s still in %s after the last leave", id, l.Fleet.Key())
 	}
 }
 
@@ -112,21 +113,21 @@ func TestFallbackShareStart(t *testing.T) {
 	if err := app.Start(); err != nil {
 		t.Fatal(err)
 	}
-	key := s.prefix + redisstore.FleetKey
+	key := s.Prefix + redisstore.FleetKey
 	ctx := context.Background()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // a poll interval
-		if n, _ := app.redis.client.client.ZCard(ctx, key).Result(); n == 1 {
+		if n, _ := app.redis.client.Redis.ZCard(ctx, key).Result(); n == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no node in %s 10s after Start", key)
 		}
 	}
-	client := app.redis.client.client
+	client := app.redis.client.Redis
 	if err := app.Cleanup(); err != nil {
 		t.Fatal(err)
 	}
-	if app.redis.fleet != nil || fleets.lookup(fleetKey{client, s.prefix}) != nil {
+	if app.redis.fleet != nil || redispool.LookupFleet(redispool.FleetKey{Client: client, Prefix: s.Prefix}) != nil {
 		t.Error("fleet still running after Cleanup")
 	}
 	other := redis.NewClient(&redis.Options{Addr: srv.Addr}) // the app's is closed
@@ -148,11 +149,11 @@ func TestFallbackShareServe(t *testing.T) {
 	r.Store = storeRedis
 	h := redisHandler(t, srv, r)
 	app := h.app
-	l := fleets.acquire(app.redis.fleetKey(), nil)
-	t.Cleanup(func() { fleets.release(l) })
+	l := redispool.AcquireFleet(app.redis.fleetKey(), nil)
+	t.Cleanup(func() { redispool.ReleaseFleet(l) })
 	ctx := context.Background()
 	for range 2 {
-		f, err := redisstore.NewFleet(app.redis.client.client, redisstore.FleetConfig{KeyPrefix: app.redis.settings.prefix})
+		f, err := redisstore.NewFleet(app.redis.client.Redis, redisstore.FleetConfig{KeyPrefix: app.redis.settings.Prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +161,7 @@ func TestFallbackShareServe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := l.fleet.Beat(ctx); err != nil || n != 3 {
+	if n, err := l.Fleet.Beat(ctx); err != nil || n != 3 {
 		t.Fatalf("beat: %d nodes (%v), want 3", n, err)
 	}
 	srv.Kill()

@@ -167,14 +167,14 @@ func TestRedisSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.addrs[0] != "127.0.0.1:6390" || s.timeout != defaultStoreTimeout || s.probe != time.Second || s.prefix != "edgelimit:" {
+	if s.Addrs[0] != "127.0.0.1:6390" || s.Timeout != defaultStoreTimeout || s.Probe != time.Second || s.Prefix != "edgelimit:" {
 		t.Errorf("defaults: %+v", s)
 	}
 	other, _ := (&RedisConfig{Addresses: []string{"127.0.0.1:6390"}, KeyPrefix: "x:", ProbeInterval: caddy.Duration(time.Minute)}).settings()
-	if other.print != s.print {
+	if other.Print != s.Print {
 		t.Error("a prefix or probe interval changes the client: they should not")
 	}
-	if third, _ := (&RedisConfig{Addresses: []string{"127.0.0.1:6390"}, Password: "p"}).settings(); third.print == s.print {
+	if third, _ := (&RedisConfig{Addresses: []string{"127.0.0.1:6390"}, Password: "p"}).settings(); third.Print == s.Print {
 		t.Error("a password does not change the client")
 	}
 	for i, tc := range []struct {
@@ -194,28 +194,6 @@ func TestRedisSettings(t *testing.T) {
 		if _, err := tc.cfg.settings(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Test %d: error %v, want %q", i, err, tc.want)
 		}
-	}
-}
-
-// A reload with the same redis block keeps the client; the last release
-// closes it.
-func TestRedisPool(t *testing.T) {
-	s, err := (&RedisConfig{Addresses: []string{"127.0.0.1:1"}}).settings()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := redisClients.acquire(s)
-	b := redisClients.acquire(s)
-	if a != b {
-		t.Fatal("same settings, two clients")
-	}
-	redisClients.release(a)
-	if err := b.client.Ping(context.Background()).Err(); err != nil && strings.Contains(err.Error(), "closed") {
-		t.Fatal("client closed while in use")
-	}
-	redisClients.release(b)
-	if err := b.client.Ping(context.Background()).Err(); err == nil || !strings.Contains(err.Error(), "closed") {
-		t.Errorf("after the last release: %v, want a closed client", err)
 	}
 }
 

@@ -68,6 +68,7 @@ local function commit(i, r)
   if i == L then set('s', seq) end
   return t + longest - now
 end
+local function take(i, c) return {} end -- commit adds the event of cost units
 local function refund(i, c)
   local z = KEYS[1 + i]
   local held = B[i]

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // maxFlight is the most requests one call decides: a request that finds

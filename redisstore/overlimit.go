@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // maxCachedKey is the longest key the over-limit cache keeps: longer keys

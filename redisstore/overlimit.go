@@ -19,7 +19,9 @@ const maxCachedFor = time.Second
 // overLimit remembers keys Redis denied, until the denial's RetryAfter
 // (Envoy's over-limit cache): a request of such a key, of at least the
 // cost denied and at the same scale, is denied without a round trip, with
-// the denial's headers counted down.
+// the denial's headers counted down. A blocked key's denial is one like
+// the others (RetryAfter the block's rest, Block.Started cleared on a
+// hit); Reset, which lifts a block, forgets the key here.
 type overLimit struct {
 	seed   maphash.Seed
 	per    int // keys a shard holds at most

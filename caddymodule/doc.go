@@ -70,10 +70,11 @@
 //
 // Process-wide resources outlive a config the same way, each in a
 // caddy.UsagePool keyed by its settings: the geoip databases
-// (geoDatabases), the Redis clients (internal/redispool), the cluster nodes
-// (internal/clusternode, keyed by bind address: a reload with an unchanged
-// cluster block keeps the node, no rebind, no rejoin) and the fleet heartbeats
-// (internal/redispool). Each has acquire and release; a value's Destruct stops it.
+// (geoDatabases), the Redis clients and the fleet heartbeats
+// (internal/redispool), the cluster nodes (internal/clusternode, keyed by
+// bind address: a reload with an unchanged cluster block keeps the node,
+// no rebind, no rejoin). Each has an acquire and a release; a value's
+// Destruct stops it with the last release.
 //
 // The registry of rules is not a UsagePool: a reload does not only share
 // a rule's limiter, it replaces it at commit (a successor adopting its

@@ -48,15 +48,21 @@ type Block struct {
 // Blocked is whether a block is in force (Until is set).
 func (b Block) Blocked() bool { return !b.Until.IsZero() }
 
-// luaBlockRead reads a block on the script's clock: KEYS[1] the block's
-// hash, ARGV[1] the clock (0: TIME). Reply: {now, until (0: none in
-// force), offences (0: forgotten)}.
-const luaBlockRead = `
+// luaClockArg1 sets now, in µs, from ARGV[1], the clock a test gives,
+// or Redis's TIME when it is 0: the preamble of the scripts whose first
+// argument is the clock.
+const luaClockArg1 = `
 local now = tonumber(ARGV[1])
 if now <= 0 then
   local tm = redis.call('TIME')
   now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 end
+`
+
+// luaBlockRead reads a block on the script's clock: KEYS[1] the block's
+// hash, ARGV[1] the clock (0: TIME). Reply: {now, until (0: none in
+// force), offences (0: forgotten)}.
+const luaBlockRead = luaClockArg1 + `
 local v = redis.call('HMGET', KEYS[1], 'u', 'n', 'e')
 local u, n = tonumber(v[1]) or 0, 0
 if u <= now then u = 0 end

@@ -2,11 +2,8 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,12 +81,7 @@ type Lease struct {
 
 // luaAcquire: KEYS[1] the lease set; ARGV 1 clock (0: TIME), 2 max, 3
 // timeout (µs), 4 id. Reply {1, count with it} or {0, count}.
-const luaAcquire = `
-local now = tonumber(ARGV[1])
-if now <= 0 then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-end
+const luaAcquire = luaClockArg1 + `
 local z = KEYS[1]
 redis.call('ZREMRANGEBYSCORE', z, '-inf', string.format('%d', now))
 local n = redis.call('ZCARD', z)
@@ -103,12 +95,7 @@ return {1, n + 1}
 // luaRenew: KEYS[1] the lease set; ARGV 1 clock, 2 timeout (µs), 3 id.
 // A lease in force lives Timeout from now on (1); an expired one is
 // removed and not renewed (0): it was lost.
-const luaRenew = `
-local now = tonumber(ARGV[1])
-if now <= 0 then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-end
+const luaRenew = luaClockArg1 + `
 local z, id = KEYS[1], ARGV[3]
 local s = tonumber(redis.call('ZSCORE', z, id))
 if not s then return 0 end
@@ -120,12 +107,7 @@ return 1
 `
 
 // luaInFlight: KEYS[1] the lease set; ARGV 1 clock. The leases in force.
-const luaInFlight = `
-local now = tonumber(ARGV[1])
-if now <= 0 then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-end
+const luaInFlight = luaClockArg1 + `
 return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', now), '+inf')
 `
 
@@ -159,21 +141,13 @@ func NewLeases(client redis.UniversalClient, cfg LeaseConfig) (*Leases, error) {
 		l.prefix = DefaultKeyPrefix
 	}
 	if l.node == "" {
-		l.node = defaultNodeID()
+		l.node = nodeID()
 	}
 	if l.breaker == nil {
 		l.breaker = NewBreaker(DefaultProbeInterval)
 	}
 	go l.renewer()
 	return l, nil
-}
-
-// defaultNodeID is the host name, the pid and 8 random hex digits.
-func defaultNodeID() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
 }
 
 // Config returns the configuration, defaults applied.

@@ -65,7 +65,12 @@ func TestAbuseJSONChecks(t *testing.T) {
 		{func(r *Rule) { r.CountStatus = []string{"4x"} }, `count_status "4x"`},
 		{func(r *Rule) { r.CostHeader = "a b" }, `cost_header "a b": not a valid header name`},
 		{func(r *Rule) { r.Store = storeRedis; r.BlockFor = []caddy.Duration{1500} }, "must be a whole number of microseconds with store redis"},
-		{func(r *Rule) { r.Shadow = true; r.BlockFor = []caddy.Duration{60e9}; r.CountStatus = []string{"401"}; r.CostHeader = "X-T" }, ""},
+		{func(r *Rule) {
+			r.Shadow = true
+			r.BlockFor = []caddy.Duration{60e9}
+			r.CountStatus = []string{"401"}
+			r.CostHeader = "X-T"
+		}, ""},
 	} {
 		r := base()
 		tc.edit(&r)

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -227,3 +228,59 @@ func TestAfterWriterKeepsInterfaces(t *testing.T) {
 		t.Fatalf("a hijack counts as 101: %d left, want 9", r)
 	}
 }
+
+// BenchmarkAbuse is what abuse response costs a request: a rule without
+// it ("plain", allowed), one with count_status (checked before, the
+// writer wrapped, charged after a matching status), a key denied by its
+// limits, and a key refused by a block.
+func BenchmarkAbuse(b *testing.B) {
+	plain := hourly("plain", 1<<31)
+	counted := hourly("counted", 1<<31)
+	counted.CountStatus = []string{"401"}
+	denied := hourly("denied", 1)
+	blocked := hourly("blocked", 1)
+	blocked.BlockFor = []caddy.Duration{caddy.Duration(time.Hour)}
+	for _, bc := range []struct {
+		name string
+		rule Rule
+		next caddyhttp.Handler
+		want int
+	}{
+		{"plain", plain, ok, 200},
+		{"count_status-200", counted, ok, 200},
+		{"count_status-401", counted, answering(401, "", ""), 401},
+		{"denied", denied, ok, 429},
+		{"blocked", blocked, ok, 429},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := abuseHandler(b, bc.rule)
+			base := newRequest("5.255.255.7")
+			h.ServeHTTP(httptest.NewRecorder(), base, bc.next) // takes the one unit
+			h.ServeHTTP(httptest.NewRecorder(), base, bc.next) // denied: starts the block
+			w := &statusWriter{header: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.header)
+				w.code = 0
+				vars := map[string]any{caddyhttp.ClientIPVarKey: "5.255.255.7"}
+				r := base.WithContext(context.WithValue(base.Context(), caddyhttp.VarsCtxKey, vars))
+				if err := h.ServeHTTP(w, r, bc.next); err != nil {
+					w.code = err.(caddyhttp.HandlerError).StatusCode
+				}
+			}
+			if w.code != bc.want {
+				b.Fatalf("status %d, want %d", w.code, bc.want)
+			}
+		})
+	}
+}
+
+// statusWriter is a reusable ResponseWriter that keeps the status.
+type statusWriter struct {
+	header http.Header
+	code   int
+}
+
+func (w *statusWriter) Header() http.Header         { return w.header }
+func (w *statusWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *statusWriter) WriteHeader(code int)        { w.code = code }

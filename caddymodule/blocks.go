@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -242,9 +243,59 @@ func blockFromCluster(rule uint64, key string, until time.Time, offences int) {
 		return
 	}
 	now := time.Now()
+	if lifted.stale(name, key, until) {
+		return // a lifted block, in a report sent before the lift
+	}
 	if b.MergeAt(key, until, offences, now) && lim != nil && until.After(now) {
 		lim.MarkSpent(key)
 	}
+}
+
+// liftedBlocks remembers the blocks lifted (by the admin API, here or on
+// another node) until they would have ended: a report the block's node
+// sent before it withdrew the block can arrive after the reset, and must
+// not put it back. Bounded: past maxLifted running entries, a lift is not
+// remembered (the block may then come back once, until it ends).
+type liftedBlocks struct {
+	mu    sync.Mutex
+	until map[blockID]time.Time
+}
+
+// blockID is a key of a rule, by name.
+type blockID struct{ rule, key string }
+
+const maxLifted = 10_000
+
+var lifted = liftedBlocks{until: map[blockID]time.Time{}}
+
+// remember records that the block of key, ending at until, was lifted.
+func (l *liftedBlocks) remember(rule, key string, until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.until) >= maxLifted {
+		now := time.Now()
+		for id, u := range l.until {
+			if !u.After(now) {
+				delete(l.until, id)
+			}
+		}
+		if len(l.until) >= maxLifted {
+			return
+		}
+	}
+	l.until[blockID{rule, key}] = until
+}
+
+// stale reports whether a block of key ending at until was lifted.
+func (l *liftedBlocks) stale(rule, key string, until time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u, ok := l.until[blockID{rule, key}]
+	if ok && !u.After(time.Now()) {
+		delete(l.until, blockID{rule, key})
+		return false
+	}
+	return ok && !until.After(u)
 }
 
 // liftLocal lifts a key's block on this node (the admin API's DELETE, here
@@ -252,6 +303,10 @@ func blockFromCluster(rule uint64, key string, until time.Time, offences int) {
 func liftLocal(e ruleEntry, key string) bool {
 	if e.blocks == nil {
 		return false
+	}
+	if b, ok := e.blocks.InfoAt(key, time.Now()); ok && e.rule.clustered {
+		// the block as reports carry it: to the millisecond, rounded up
+		lifted.remember(e.name, key, time.UnixMilli(b.Until.Add(time.Millisecond-1).UnixMilli()))
 	}
 	return e.blocks.Lift(key)
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -24,7 +25,8 @@ func init() {
 //	GET    /rate_limit/rules/{rule}                one rule, as above
 //	GET    /rate_limit/rules/{rule}/keys?top=N&by=requests|denied
 //	GET    /rate_limit/rules/{rule}/keys/{key}     a key's state per limit
-//	DELETE /rate_limit/rules/{rule}/keys/{key}     reset a key, on every node of a cluster
+//	DELETE /rate_limit/rules/{rule}/keys/{key}     reset a key and lift its block, on every node of a cluster
+//	GET    /rate_limit/rules/{rule}/blocked        the keys blocked now (block_for), at most 100
 //	GET    /rate_limit/cluster                     members, hot keys' shares, gossip traffic
 //	GET    /rate_limit/ui/                         the dashboard (admin_dashboard.go)
 //
@@ -82,6 +84,11 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			return writeJSON(w, describeRule(e))
+		case parts[2] == "blocked" && len(parts) == 3:
+			if err := allowMethods(w, r, http.MethodGet); err != nil {
+				return err
+			}
+			return serveBlocked(w, r, e) // admin_blocks.go
 		case parts[2] != "keys":
 		case len(parts) == 3:
 			if err := allowMethods(w, r, http.MethodGet); err != nil {
@@ -180,13 +187,15 @@ func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
 	if st := storeOf(e); st != nil {
 		return serveStoreKey(w, e, st, key)
 	}
-	if !e.lim.Contains(key) {
+	if !e.lim.Contains(key) && !hasBlock(e, key) {
 		return apiError(http.StatusNotFound, "rule %q has no state for key %q (never seen, idle and swept, or evicted)", e.name, key)
 	}
 	if _, ok := e.rule.Tiers[tier]; tier != "" && !ok {
 		return apiError(http.StatusNotFound, "rule %q has no tier %q", e.name, tier)
 	}
-	return writeJSON(w, describeKey(e, key, tier))
+	v := describeKey(e, key, tier)
+	withBlock(&v, e, key, time.Now())
+	return writeJSON(w, v)
 }
 
 // resetKey forgets a key's state: its next request starts afresh. A rule
@@ -198,6 +207,7 @@ func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
 	}
 	found := e.lim.Delete(key)
 	e.stats.forget(key)
+	found = liftBlock(e, key) || found // blocks.go
 	v := resetView{Rule: e.name, Key: key, Reset: found}
 	if n := activeNode(); n != nil && e.rule.clustered {
 		v.Cluster = true

@@ -55,7 +55,11 @@ func serveStoreKey(w http.ResponseWriter, e ruleEntry, st *ruleStore, key string
 	}
 	v := keyView{Rule: e.name, Scale: 1}
 	v.Key, v.Escaped = jsonKey(key)
-	return writeJSON(w, keyViewOf(v, &now, &next))
+	v = keyViewOf(v, &now, &next)
+	if err := withStoreBlock(ctx, &v, st, key); err != nil {
+		return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
+	}
+	return writeJSON(w, v)
 }
 
 // resetStoreKey forgets a key in Redis, and in the rule's in-process

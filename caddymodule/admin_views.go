@@ -64,6 +64,10 @@ type keyView struct {
 	// RetryAfterSeconds is, when it would not, how long until it would.
 	RetryAfterSeconds float64        `json:"retry_after_seconds,omitempty"`
 	Limits            []keyLimitView `json:"limits"`
+	// BlockedUntil is the end of the key's block (block_for) while one
+	// runs; Offences the key's blocks remembered (admin_blocks.go).
+	BlockedUntil *time.Time `json:"blocked_until,omitempty"`
+	Offences     int        `json:"offences,omitempty"`
 }
 
 // keyLimitView is a key's state under one limit.

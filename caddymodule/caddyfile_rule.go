@@ -134,6 +134,9 @@ func (s *ruleSpec) finish() error {
 			return errAtToken(s.set["cost"], "rule %q: %v", r.Name, err)
 		}
 	}
+	if err := s.finishAbuse(); err != nil {
+		return err
+	}
 	if err := r.checkStore(); err != nil {
 		at := s.set["store"]
 		if at.Text == "" {
@@ -383,6 +386,9 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		default:
 			return d.Errf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
 		}
+
+	case "block_for", "block_reset", "count_status", "cost_header":
+		return parseAbuseSubdirective(d, r, sub)
 
 	case "match":
 		set, err := caddyhttp.ParseCaddyfileNestedMatcherSet(d)

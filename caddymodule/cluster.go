@@ -138,6 +138,7 @@ func (c *ClusterConfig) settings() (clusternode.Settings, error) {
 		MaxKeys                          int
 	}{g.Bind, g.Advertise, g.NodeName, g.Label, g.Join, g.SecretKeys, g.SyncInterval, s.Policy, s.MaxKeys})
 	s.Print = string(print)
+	s.OnBlock = blockFromCluster // blocks.go
 	return s, nil
 }
 
@@ -146,6 +147,7 @@ func resetLocal(rule, key string) {
 	if e, ok := registry.get(rule); ok {
 		e.lim.Delete(key)
 		e.stats.forget(key)
+		liftLocal(e, key)
 	}
 }
 

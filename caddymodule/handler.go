@@ -167,6 +167,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}
+		if r.abuse.blocks, err = registry.blocksFor(r.Rule, r.clustered); err != nil {
+			registry.release(r.Name)
+			return fmt.Errorf("rule %s: %v", r.Name, err)
+		}
 		if r.Store == storeRedis {
 			if r.store, err = h.app.storeFor(r); err != nil {
 				registry.release(r.Name)

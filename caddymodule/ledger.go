@@ -90,6 +90,7 @@ func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time
 		earlier, now = l.taken, l.now
 		l.taken = nil
 	}
+	cancelAfter(r) // an earlier handler's units after the response: the request does not run
 	mine := took.all()
 	defer func() { *took = takings{} }()
 	if len(earlier) == 0 && len(mine) == 0 {

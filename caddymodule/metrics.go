@@ -87,6 +87,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descStoreRequests
 	ch <- descStoreUp
 	ch <- descStoreNodes
+	describeAbuse(ch) // metrics_abuse.go
 	decisionSeconds.Describe(ch)
 }
 
@@ -104,6 +105,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(v.n), r.name, v.decision)
 		}
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(r.lim.Len()), r.name)
+		collectAbuse(ch, r)
 		all, limited := r.lim.EvictionCounts()
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(all-limited), r.name, "under_limit")
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(limited), r.name, "limited")

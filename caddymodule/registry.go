@@ -49,6 +49,9 @@ type sharedLimiter struct {
 	prevRule  Rule
 
 	committed bool // lim is in force (not only provisioned): shown by the admin API and metrics
+
+	blocks   *limiter.Blocks // block_for's blocked keys (blocks.go); nil without
+	blockCfg blockConfig     // what blocks was made for
 }
 
 // acquire returns the limiter registered under name if it can keep its
@@ -147,10 +150,11 @@ func (rs *rules) releaseLocked(name string) {
 
 // ruleEntry is a rule in the registry, as list gives it.
 type ruleEntry struct {
-	name  string
-	lim   *limiter.Limiter
-	stats *ruleStats
-	rule  Rule
+	name   string
+	lim    *limiter.Limiter
+	stats  *ruleStats
+	rule   Rule
+	blocks *limiter.Blocks // nil without block_for
 }
 
 // list returns the rules in force, sorted by name.
@@ -159,7 +163,7 @@ func (rs *rules) list() []ruleEntry {
 	out := make([]ruleEntry, 0, len(rs.byName))
 	for name, s := range rs.byName {
 		if s.lim != nil && s.committed {
-			out = append(out, ruleEntry{name, s.lim, s.stats, s.rule})
+			out = append(out, ruleEntry{name, s.lim, s.stats, s.rule, s.blocks})
 		}
 	}
 	rs.mu.Unlock()
@@ -175,20 +179,27 @@ func (rs *rules) get(name string) (ruleEntry, bool) {
 	if !ok || s.lim == nil || !s.committed {
 		return ruleEntry{}, false
 	}
-	return ruleEntry{name, s.lim, s.stats, s.rule}, true
+	return ruleEntry{name, s.lim, s.stats, s.rule, s.blocks}, true
 }
 
-// sweep frees idle keys of every rule.
+// sweep frees idle keys of every rule, and forgotten blocks.
 func (rs *rules) sweep(now time.Time) {
 	rs.mu.Lock()
 	lims := make([]*limiter.Limiter, 0, len(rs.byName))
+	var blocks []*limiter.Blocks
 	for _, s := range rs.byName {
 		if s.lim != nil {
 			lims = append(lims, s.lim)
+		}
+		if s.blocks != nil {
+			blocks = append(blocks, s.blocks)
 		}
 	}
 	rs.mu.Unlock()
 	for _, l := range lims {
 		l.SweepAt(now)
+	}
+	for _, b := range blocks {
+		b.SweepAt(now)
 	}
 }

@@ -32,6 +32,8 @@ type rule struct {
 	hash       uint64             // gossip.KeyHash(Name), for a rule with scope cluster
 	tiers      map[string]float64 // the factor of each tier; nil without tiers
 	tierSource keySource
+
+	abuse abuse // block_for, count_status, cost_header (blocks.go, after.go)
 }
 
 // newRule provisions what a Rule needs per request (but its limiter and
@@ -84,6 +86,9 @@ func newRule(cfg Rule) (*rule, error) {
 	}
 	r.ietf = r.Headers == "" || r.Headers == headersIETF || r.Headers == headersBoth
 	r.legacy = r.Headers == headersLegacy || r.Headers == headersBoth
+	if r.abuse, err = newAbuse(&cfg); err != nil {
+		return nil, err
+	}
 	r.policies = policyNames(r.Name, r.Limits)
 	r.policy = policyHeader(r.policies, r.Limits)
 	return r, nil

@@ -163,6 +163,40 @@ type Rule struct {
 	// Default: local.
 	OnStoreError string `json:"on_store_error,omitempty"`
 
+	// BlockFor blocks a key once the rule denies one of its requests (not
+	// in shadow): for the block's duration every request of the key is
+	// refused (429, Retry-After the block's rest, RateLimit r=0) without
+	// taking units. Several durations escalate: the n-th block of a key
+	// within BlockReset of the end of its last one lasts the n-th duration,
+	// the last one repeating ("1m", "10m", "1h"). Each above 0 and at most
+	// 1 year. With shadow it is accepted and blocks no one. Default: none,
+	// no blocks.
+	BlockFor []caddy.Duration `json:"block_for,omitempty"`
+
+	// BlockReset is how long a key's offences (its blocks) are remembered
+	// after its last block ended; after it, the key's next block is the
+	// first duration again. Only with BlockFor. Default: 24h.
+	BlockReset caddy.Duration `json:"block_reset,omitempty"`
+
+	// CountStatus makes only the responses with these statuses take units:
+	// codes ("401") or classes ("4xx"). The request is checked before it
+	// runs (one unit must be left, else it is denied, and a block_for
+	// starts), and the units (Cost) are taken after the response's status
+	// is known, when it matches, past the limit if need be. A handler
+	// error counts as its status, a client gone as 499. Default: none,
+	// every request takes its units before it runs.
+	CountStatus []string `json:"count_status,omitempty"`
+
+	// CostHeader names a response header (set by the upstream) whose value
+	// is the units the request takes, read once the response's headers are
+	// known: a whole number ≥ 0; absent or invalid, 1 unit (and the
+	// rule's cost_header_errors counter). The header is removed from the
+	// response sent to the client. The request is checked before it runs
+	// (one unit must be left); with CountStatus too, only responses with
+	// a matching status take the header's units. Not with leaky_bucket.
+	// Default: none.
+	CostHeader string `json:"cost_header,omitempty"`
+
 	clustered bool // scope cluster, with a cluster: set at Provision
 }
 
@@ -256,6 +290,9 @@ func (r *Rule) checkFields() error {
 		return err
 	}
 	if err := r.checkMaxHeld(); err != nil {
+		return err
+	}
+	if err := r.checkAbuse(); err != nil {
 		return err
 	}
 	return r.checkStore()

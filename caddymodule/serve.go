@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/edgebyte/edgelimit/limiter"
+	"github.com/edgebyte/edgelimit/redisstore"
 )
 
 // maxSharedKeyBytes bounds the keys of a rule with scope cluster: a longer
@@ -39,7 +40,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var delay time.Duration
 	var timed bool // one decision in decisionSample: time the request
 	var holds heldPlaces
-	defer holds.release() // on every way out; after the delay at the latest
+	defer holds.release()  // on every way out; after the delay at the latest
+	var after afterCharges // units to take once the response is known (after.go)
 	for _, ru := range h.rules {
 		f, use, err := ru.factsOf(h.app, &q)
 		if err != nil {
@@ -48,6 +50,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		if !use {
 			continue
+		}
+		if until, blocked := ru.blockedAt(f.key, q.now); blocked { // blocks.go
+			h.undo(w.Header(), r, &took, q.now)
+			return h.refuseBlocked(ru, w, &q, f, until.Sub(q.now))
 		}
 		v := ru.decideFacts(h.app, &q, f)
 		switch v.from {
@@ -78,6 +84,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		timed = ru.stats.decided(f.key, f.cost, d.Allowed, ru.Shadow) || timed
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, q.now)
+			if h.offend(ru, &q, f, &v) { // a block in force in Redis
+				return h.refuseBlocked(ru, w, &q, f, d.RetryAfter)
+			}
 			ru.setHeaders(w.Header(), d)
 			if timed {
 				observeDecision(q.now)
@@ -88,6 +97,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		cost := f.cost
 		if !d.Allowed { // shadow: served, and took nothing
 			h.logDenial(ru, &q, f.key, d, true)
+			cost = 0
+		} else if ru.abuse.after { // checked: its units are taken after the response
+			after.add(ru, f, &v)
 			cost = 0
 		}
 		took.add(v.taken(ru, f.key, cost))
@@ -115,6 +127,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		holds.release()
 	}
+	if after.n > 0 {
+		return h.serveAfter(w, r, next, &after)
+	}
 	return next.ServeHTTP(w, r)
 }
 
@@ -126,16 +141,20 @@ type verdict struct {
 	scale  float64           // the scale the decision used, for a refund
 	shown  float64           // the scale the headers show, if not scale
 	stored *limiter.Decision // the decision, when Redis made it
+	block  redisstore.Block  // store redis with block_for: the key's block
 }
 
 // decideFacts decides f: in Redis for a rule with store redis, else in
 // process (at this node's share for a rule with scope cluster).
 func (ru *rule) decideFacts(a *App, q *request, f facts) (v verdict) {
+	if ru.abuse.after {
+		return ru.checkFacts(a, q, f) // after.go
+	}
 	if ru.store == nil {
 		v.d, v.scale = ru.decide(a, f.key, q.now, f.cost, f.scale)
 		return v
 	}
-	v.d, v.from, v.scale = ru.decideStore(q.r.Context(), f.key, q.now, f.cost, f.scale)
+	v.d, v.from, v.scale, v.block = ru.decideStore(q.r.Context(), f.key, q.now, f.cost, f.scale)
 	switch v.from {
 	case fromLocal:
 		v.shown = f.scale // the fleet's limit, decided at this node's share

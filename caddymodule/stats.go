@@ -40,6 +40,9 @@ type ruleStats struct {
 	// by a call, coalesced into another request's call, or by the
 	// over-limit cache.
 	store redisstore.Counters
+
+	// abuse counts blocks made in Redis and cost_header errors (blocks.go).
+	abuse abuseCounters
 }
 
 // paddedCounter is an atomic counter alone on its cache line.

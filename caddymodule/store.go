@@ -305,6 +305,9 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		Coalesce:      u.settings.Coalesce,
 		Counters:      &r.stats.store, // kept by the rule's name across reloads
 	}
+	if !r.Shadow { // a shadow rule blocks no one
+		rc.BlockFor, rc.BlockReset = r.blockDurations(), time.Duration(r.BlockReset)
+	}
 	if u.settings.OverLimit {
 		rc.OverLimitCacheKeys = overLimitCacheKeys
 	}
@@ -346,19 +349,30 @@ const (
 // rule's on_store_error. It returns the scale of the decision: with the
 // in-process fallback, scale times this node's share of the fleet, for a
 // refund.
-func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost int64, scale float64) (limiter.Decision, storeOutcome, float64) {
+func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost int64, scale float64) (limiter.Decision, storeOutcome, float64, redisstore.Block) {
 	st := ru.store
 	callCtx, cancel := context.WithTimeout(ctx, st.timeout)
-	d, err := st.store.AllowScaled(callCtx, key, cost, scale)
+	sd, err := st.store.Decide(callCtx, key, cost, scale)
 	cancel()
+	d := sd.Decision
 	if err == nil {
 		st.ok()
-		return d, fromStore, scale
+		return d, fromStore, scale, sd.Block
 	}
+	d, from, local := ru.storeFailed(ctx, err, "allow", key, now, cost, scale)
+	return d, from, local, redisstore.Block{}
+}
+
+// storeFailed applies on_store_error to a call that failed with err:
+// the in-process limiter decides cost units (peek: a check, taking
+// nothing), or the request passes, or is refused.
+func (ru *rule) storeFailed(ctx context.Context, err error, call, key string, now time.Time, cost int64, scale float64) (limiter.Decision, storeOutcome, float64) {
+	st := ru.store
+	var d limiter.Decision
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return d, clientGone, scale
 	}
-	st.failed("allow", err)
+	st.failed(call, err)
 	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
 	switch st.mode {
 	case storeErrorFailOpen:
@@ -367,7 +381,11 @@ func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost
 		return limiter.Decision{}, failedClosed, scale
 	}
 	local := scale * st.fallbackShare()
-	d = ru.lim.AllowScaledAt(key, now, cost, local)
+	if call == "check" {
+		d = ru.lim.PeekScaledAt(key, now, cost, local)
+	} else {
+		d = ru.lim.AllowScaledAt(key, now, cost, local)
+	}
 	for i := 0; i < d.Len && scale > 0; i++ {
 		d.Quotas[i].Limit = limiter.ScaledCount(ru.Limits[i].Count, scale) // the fleet's limit, as Redis shows it
 	}

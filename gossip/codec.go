@@ -15,6 +15,8 @@ import (
 //
 //	report: ver type nodeLen:u8 node seq:u64 intervalMillis:u32 count:u16 count×entry
 //	entry:  rule:u64 key:u64 limit:u32 demand:u32 admitted:u32   (28 bytes)
+//	blocks: a report (type MsgReportBlocks), then bcount:u16 bcount×block, bcount ≥ 1
+//	block:  rule:u64 untilMillis:u64 offences:u32 keyLen:u16 key   (20+keyLen bytes, keyLen ≤ MaxBlockKeyBytes)
 //	reset:  ver type ruleLen:u16 rule keyLen:u16 key   (ruleLen ≤ MaxRuleBytes, keyLen ≤ MaxKeyBytes)
 //	leave:  ver type nodeLen:u8 node
 const (
@@ -33,6 +35,9 @@ const (
 	// MaxKeyBytes is the longest key a Reset can carry.
 	MaxKeyBytes = 4096
 
+	// BlockFixed is the encoded size of a Block without its key.
+	BlockFixed = 8 + 8 + 4 + 2
+
 	reportFixed = 2 + 1 + 8 + 4 + 2 // without the node name
 )
 
@@ -44,6 +49,11 @@ const (
 	MsgReport MsgType = 1 // a Report (or one part of one, see SplitReport)
 	MsgReset  MsgType = 2 // a Reset: forget a key everywhere (admin API DELETE)
 	MsgLeave  MsgType = 3 // the sender is leaving the cluster on purpose
+	// MsgReportBlocks is a report (or part) that carries blocks: a report
+	// without blocks is a MsgReport, so that nodes that know no blocks
+	// still read it; SplitReport puts blocks in parts of their own, so
+	// that such nodes drop (as "type") only those.
+	MsgReportBlocks MsgType = 4
 )
 
 // Reset asks every node to forget what it knows of one key of one rule.
@@ -58,9 +68,9 @@ type Reset struct {
 // metric with them.
 var (
 	ErrVersion   error = codecError("version")   // unknown format version
-	ErrType      error = codecError("type")      // unknown or unexpected message type
+	ErrType      error = codecError("type")      // unknown or unexpected message type (a MsgReportBlocks of no block too)
 	ErrTruncated error = codecError("truncated") // shorter than its header or counts say
-	ErrTooLarge  error = codecError("too_large") // more than MaxEntries entries, or a reset field over its bound
+	ErrTooLarge  error = codecError("too_large") // more than MaxEntries entries or MaxBlocks blocks, a block's key or a reset field over its bound
 	ErrTrailing  error = codecError("trailing")  // bytes left over after the message
 )
 
@@ -88,7 +98,7 @@ func PeekType(b []byte) (MsgType, error) {
 		return 0, ErrVersion
 	}
 	switch t := MsgType(b[1]); t {
-	case MsgReport, MsgReset, MsgLeave:
+	case MsgReport, MsgReset, MsgLeave, MsgReportBlocks:
 		return t, nil
 	default:
 		return 0, ErrType
@@ -96,7 +106,8 @@ func PeekType(b []byte) (MsgType, error) {
 }
 
 // CheckReport returns an error if r cannot be encoded: a Node name longer
-// than MaxNodeName bytes or more than MaxEntries entries.
+// than MaxNodeName bytes, more than MaxEntries entries, more than
+// MaxBlocks blocks or a block's key longer than MaxBlockKeyBytes.
 func CheckReport(r *Report) error {
 	if len(r.Node) > MaxNodeName {
 		return fmt.Errorf("gossip: node name of %d bytes, the most is %d", len(r.Node), MaxNodeName)
@@ -104,10 +115,32 @@ func CheckReport(r *Report) error {
 	if len(r.Entries) > MaxEntries {
 		return fmt.Errorf("gossip: report of %d entries, the most is %d", len(r.Entries), MaxEntries)
 	}
+	if len(r.Blocks) > MaxBlocks {
+		return fmt.Errorf("gossip: report of %d blocks, the most is %d", len(r.Blocks), MaxBlocks)
+	}
+	for i := range r.Blocks {
+		if n := len(r.Blocks[i].Key); n > MaxBlockKeyBytes {
+			return fmt.Errorf("gossip: block of a %d-byte key, the most is %d", n, MaxBlockKeyBytes)
+		}
+	}
 	return nil
 }
 
-// ReportSize returns the encoded size of a report from node with n entries.
+// BlocksSize returns what blocks add to the encoded size of a report: 0
+// if there are none.
+func BlocksSize(blocks []Block) int {
+	if len(blocks) == 0 {
+		return 0
+	}
+	n := 2
+	for i := range blocks {
+		n += BlockFixed + len(blocks[i].Key)
+	}
+	return n
+}
+
+// ReportSize returns the encoded size of a report from node with n entries
+// and no blocks (add BlocksSize for those).
 func ReportSize(node string, n int) int {
 	return reportFixed + len(node) + n*EntryBytes
 }
@@ -118,7 +151,11 @@ func AppendReport(dst []byte, r *Report) []byte {
 	if err := CheckReport(r); err != nil {
 		panic(err)
 	}
-	dst = append(dst, WireVersion, byte(MsgReport), byte(len(r.Node)))
+	t := MsgReport
+	if len(r.Blocks) > 0 {
+		t = MsgReportBlocks
+	}
+	dst = append(dst, WireVersion, byte(t), byte(len(r.Node)))
 	dst = append(dst, r.Node...)
 	dst = binary.BigEndian.AppendUint64(dst, r.Seq)
 	dst = binary.BigEndian.AppendUint32(dst, r.IntervalMillis)
@@ -131,18 +168,31 @@ func AppendReport(dst []byte, r *Report) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, e.Demand)
 		dst = binary.BigEndian.AppendUint32(dst, e.Admitted)
 	}
+	if len(r.Blocks) == 0 {
+		return dst
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Blocks)))
+	for i := range r.Blocks {
+		k := &r.Blocks[i]
+		dst = binary.BigEndian.AppendUint64(dst, k.Rule)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(k.UntilMillis))
+		dst = binary.BigEndian.AppendUint32(dst, k.Offences)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k.Key)))
+		dst = append(dst, k.Key...)
+	}
 	return dst
 }
 
-// DecodeReport decodes a report message. It never panics, and allocates
-// no more than the length of b allows. The result shares no memory with b.
+// DecodeReport decodes a report message, with blocks or not. It never
+// panics, and allocates no more than the length of b allows. The result
+// shares no memory with b.
 func DecodeReport(b []byte) (Report, error) {
 	var r Report
 	t, err := PeekType(b)
 	if err != nil {
 		return r, err
 	}
-	if t != MsgReport {
+	if t != MsgReport && t != MsgReportBlocks {
 		return r, ErrType
 	}
 	b = b[2:]
@@ -166,7 +216,7 @@ func DecodeReport(b []byte) (Report, error) {
 	if len(b) < count*EntryBytes {
 		return Report{}, ErrTruncated
 	}
-	if len(b) > count*EntryBytes {
+	if t == MsgReport && len(b) > count*EntryBytes {
 		return Report{}, ErrTrailing
 	}
 	if count > 0 {
@@ -181,7 +231,56 @@ func DecodeReport(b []byte) (Report, error) {
 			b = b[EntryBytes:]
 		}
 	}
+	if t == MsgReportBlocks {
+		var err error
+		if r.Blocks, err = decodeBlocks(b); err != nil {
+			return Report{}, err
+		}
+	}
 	return r, nil
+}
+
+// decodeBlocks decodes the blocks that end a MsgReportBlocks: one at
+// least, at most MaxBlocks, each key at most MaxBlockKeyBytes, and nothing
+// after them.
+func decodeBlocks(b []byte) ([]Block, error) {
+	if len(b) < 2 {
+		return nil, ErrTruncated
+	}
+	count := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	switch {
+	case count == 0:
+		return nil, ErrType // it would encode as a MsgReport
+	case count > MaxBlocks:
+		return nil, ErrTooLarge
+	case len(b) < count*BlockFixed:
+		return nil, ErrTruncated
+	}
+	blocks := make([]Block, count)
+	for i := range blocks {
+		if len(b) < BlockFixed {
+			return nil, ErrTruncated
+		}
+		k := &blocks[i]
+		k.Rule = binary.BigEndian.Uint64(b)
+		k.UntilMillis = int64(binary.BigEndian.Uint64(b[8:]))
+		k.Offences = binary.BigEndian.Uint32(b[16:])
+		n := int(binary.BigEndian.Uint16(b[20:]))
+		b = b[BlockFixed:]
+		if n > MaxBlockKeyBytes {
+			return nil, ErrTooLarge
+		}
+		if len(b) < n {
+			return nil, ErrTruncated
+		}
+		k.Key = string(b[:n])
+		b = b[n:]
+	}
+	if len(b) > 0 {
+		return nil, ErrTrailing
+	}
+	return blocks, nil
 }
 
 // AppendReset appends the encoding of a reset message to dst. It returns
@@ -271,28 +370,64 @@ func DecodeLeave(b []byte) (string, error) {
 // SplitReport splits r into reports whose encodings are each at most
 // maxBytes long, in order, each with r's Node, Seq and IntervalMillis: a
 // receiver must treat parts with the same Node and Seq as one report
-// (merge them), not as repeats. A report that fits is returned alone (an
-// empty one too, as one part with no entries). SplitReport returns nil if
-// not even a part with one entry fits in maxBytes. The parts share r's
-// Entries array.
+// (merge them), not as repeats. The entries come first, in parts without
+// blocks (MsgReport: a node that knows no blocks reads them all); an empty
+// report is one part with no entries. Then r's blocks, in parts of their
+// own without entries (MsgReportBlocks), packed in order; a block too
+// large for a part alone is left out. SplitReport returns nil if not even
+// a part with one entry fits in maxBytes. The parts share r's Entries and
+// Blocks arrays.
 func SplitReport(r *Report, maxBytes int) []Report {
+	parts := splitEntries(r, maxBytes)
+	if parts == nil || len(r.Blocks) == 0 {
+		return parts
+	}
+	head := *r
+	head.Entries = nil
+	for i := 0; i < len(r.Blocks); {
+		size := ReportSize(r.Node, 0) + 2
+		j := i
+		for j < len(r.Blocks) && j-i < MaxBlocks {
+			n := BlockFixed + len(r.Blocks[j].Key)
+			if size+n > maxBytes {
+				break
+			}
+			size += n
+			j++
+		}
+		if j == i { // too large alone
+			i++
+			continue
+		}
+		p := head
+		p.Blocks = r.Blocks[i:j:j]
+		parts = append(parts, p)
+		i = j
+	}
+	return parts
+}
+
+// splitEntries is SplitReport for r's entries alone.
+func splitEntries(r *Report, maxBytes int) []Report {
+	head := *r
+	head.Blocks = nil
 	per := (maxBytes - ReportSize(r.Node, 0)) / EntryBytes
 	if per > MaxEntries {
 		per = MaxEntries
 	}
 	if per < 1 {
 		if len(r.Entries) == 0 && ReportSize(r.Node, 0) <= maxBytes {
-			return []Report{*r}
+			return []Report{head}
 		}
 		return nil
 	}
 	if len(r.Entries) <= per {
-		return []Report{*r}
+		return []Report{head}
 	}
 	parts := make([]Report, 0, (len(r.Entries)+per-1)/per)
 	for i := 0; i < len(r.Entries); i += per {
 		j := min(i+per, len(r.Entries))
-		p := *r
+		p := head
 		p.Entries = r.Entries[i:j:j]
 		parts = append(parts, p)
 	}

@@ -233,6 +233,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(resetMsg(f, Reset{}))
 	f.Add(resetMsg(f, Reset{Rule: strings.Repeat("r", MaxRuleBytes), Key: strings.Repeat("k", MaxKeyBytes)}))
 	f.Add(AppendLeave(nil, "node"))
+	br := sampleBlockReport(2, 3)
+	f.Add(AppendReport(nil, &br))
+	f.Add([]byte{1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff})
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff})
 	f.Add([]byte{1, 2, 0x01, 0x00, 'r'})                // rule length over MaxRuleBytes
 	f.Add([]byte{1, 2, 0, 1, 'r', 0x10, 0x01, 'k'})     // key length over MaxKeyBytes
@@ -244,13 +247,18 @@ func FuzzDecode(f *testing.F) {
 		}
 		var out []byte
 		switch typ {
-		case MsgReport:
+		case MsgReport, MsgReportBlocks:
 			r, err := DecodeReport(b)
 			if err != nil {
 				return
 			}
-			if len(r.Entries) > MaxEntries || len(r.Node) > MaxNodeName {
+			if len(r.Entries) > MaxEntries || len(r.Node) > MaxNodeName || len(r.Blocks) > MaxBlocks || (typ == MsgReportBlocks) != (len(r.Blocks) > 0) {
 				t.Fatal("limits not enforced")
+			}
+			for _, k := range r.Blocks {
+				if len(k.Key) > MaxBlockKeyBytes {
+					t.Fatal("block key limit not enforced")
+				}
 			}
 			out = AppendReport(nil, &r)
 		case MsgReset:

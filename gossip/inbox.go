@@ -56,7 +56,7 @@ func (c *Cluster) receive(b []byte) {
 	}
 	var in inbound
 	switch t {
-	case MsgReport:
+	case MsgReport, MsgReportBlocks:
 		r, err := DecodeReport(b)
 		if err != nil {
 			c.reject(err)

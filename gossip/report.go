@@ -14,7 +14,28 @@ type Report struct {
 	IntervalMillis uint32
 	// Entries are the hot keys, at most MaxEntries.
 	Entries []Entry
+	// Blocks are keys the sender blocked (block_for), at most MaxBlocks,
+	// each key at most MaxBlockKeyBytes. A sender repeats a block in its
+	// reports while it runs (see Sharing.PublishBlock).
+	Blocks []Block
 }
+
+// Block is a block one node made on one key: every node refuses the key's
+// requests until the block ends. Unlike an Entry, it carries the key
+// itself, since each node's Blocks (limiter) are keyed by the string.
+type Block struct {
+	Rule        uint64 // KeyHash of the rule's name
+	Key         string // the key, at most MaxBlockKeyBytes bytes
+	UntilMillis int64  // the block's end, Unix milliseconds (rounded up)
+	Offences    uint32 // the key's blocks remembered, this one included
+}
+
+// MaxBlocks bounds the blocks of one report (or part of one).
+const MaxBlocks = 1024
+
+// MaxBlockKeyBytes is the longest key a Block can carry (the longest key
+// a shared rule keeps, caddymodule's maxSharedKeyBytes).
+const MaxBlockKeyBytes = 1024
 
 // Entry is one hot key's demand on the sending node over the interval.
 type Entry struct {

@@ -40,6 +40,22 @@ type SharingConfig struct {
 	// MaxKeys bounds the keys tracked (hot here or elsewhere); past it,
 	// keys stay at the cold share. Default 10,000.
 	MaxKeys int
+
+	// OnBlock, if set, is called with every block that a report from
+	// another node carries (blocks.go), for a rule shared here: rule is
+	// KeyHash of its name, until the block's end (to the millisecond,
+	// rounded up), offences the key's count of blocks. A block is repeated
+	// in every report while it runs, so OnBlock sees it many times: it must
+	// be idempotent (limiter.Blocks.MergeAt is) and quick. It is called by
+	// Observe, with no lock of Sharing held, on the caller's goroutine
+	// (Cluster's dispatch goroutine, never memberlist's receive path).
+	OnBlock func(rule uint64, key string, until time.Time, offences int)
+	// BlockBytes bounds the encoded blocks of one report. Default
+	// DefaultBlockBytes (8 KiB, about 7 packets).
+	BlockBytes int
+	// MaxBlocks bounds the running blocks this node publishes. Default
+	// DefaultMaxBlocks (10,000).
+	MaxBlocks int
 }
 
 // Sharing is one node's side of quota sharing, between the request path
@@ -64,7 +80,16 @@ type Sharing struct {
 	tracked atomic.Int64                    // entries in keys
 	cold    atomic.Uint64                   // float64 bits of the share of untracked keys
 	full    atomic.Uint64                   // Track calls refused: MaxKeys reached
-	unknown atomic.Uint64                   // entries received for rules not shared here
+	unknown atomic.Uint64                   // entries and blocks received for rules not shared here
+
+	bmu    sync.Mutex             // guards the blocks published (blocks.go)
+	pub    map[blockID]*published // running blocks this node made
+	order  []blockID              // pub's blocks, in the order of the round
+	fresh  []blockID              // published or changed since the last report
+	cursor int                    // the round's next place in order
+
+	blocksRefused atomic.Uint64 // PublishBlock calls refused
+	blocksRecv    atomic.Uint64 // blocks received for rules shared here
 }
 
 // tracked is one key followed by this node.
@@ -90,7 +115,13 @@ func NewSharing(cfg SharingConfig) *Sharing {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 10_000
 	}
-	s := &Sharing{cfg: cfg, table: NewShareTable(TableConfig{
+	if cfg.BlockBytes <= 0 {
+		cfg.BlockBytes = DefaultBlockBytes
+	}
+	if cfg.MaxBlocks <= 0 {
+		cfg.MaxBlocks = DefaultMaxBlocks
+	}
+	s := &Sharing{cfg: cfg, pub: map[blockID]*published{}, table: NewShareTable(TableConfig{
 		Self: cfg.Self, ClusterSize: 1, Interval: cfg.Interval, OnPartition: cfg.OnPartition, MaxKeys: cfg.MaxKeys,
 	})}
 	s.rules.Store(&map[uint64]Rule{})
@@ -168,8 +199,8 @@ func (s *Sharing) adopt(rule uint64, t *tracked, key string, limit uint32) {
 }
 
 // Tick measures the demand of the keys followed since the last Tick,
-// updates their shares and returns this node's report, to broadcast. Call
-// it every interval.
+// updates their shares and returns this node's report, to broadcast, with
+// the blocks it should carry (blocks.go). Call it every interval.
 func (s *Sharing) Tick(now time.Time) Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -216,6 +247,7 @@ func (s *Sharing) Tick(now time.Time) Report {
 		}
 		return true
 	})
+	s.appendBlocks(&r, now)
 	s.table.Observe(r, now)
 	s.cold.Store(math.Float64bits(s.table.ColdShareAt(now)))
 	s.keys.Range(func(k, v any) bool {
@@ -230,8 +262,10 @@ func (s *Sharing) Tick(now time.Time) Report {
 // the keys whose demand or use the report raises are computed again here
 // (the others' shares can only rise), so that a node keeps up with many
 // hot keys. Entries of rules not shared here are counted and ignored.
+// The report's blocks go to SharingConfig.OnBlock first, with no lock held.
 func (s *Sharing) Observe(r Report, now time.Time) {
 	rules := *s.rules.Load()
+	s.takeBlocks(&r, rules)
 	entries := r.Entries[:0:0]
 	for _, e := range r.Entries {
 		if _, ok := rules[e.Rule]; ok {
@@ -321,7 +355,14 @@ type SharingStats struct {
 	Live      int     // nodes heard from within the TTL, this one included
 	Minority  bool    // this node sees no majority: on_partition applies
 	Full      uint64  // keys not tracked because MaxKeys was reached
-	// UnknownRules counts entries received for rules not shared here:
+	// BlocksPublished is the running blocks this node publishes; BlocksRefused
+	// the PublishBlock calls refused (a key too long, MaxBlocks reached);
+	// BlocksReceived the blocks received for rules shared here, repeats
+	// included.
+	BlocksPublished int
+	BlocksRefused   uint64
+	BlocksReceived  uint64
+	// UnknownRules counts entries and blocks received for rules not shared here:
 	// nodes whose rules differ in name (a rule's derived name holds its
 	// site address: name cluster rules when the nodes' sites differ).
 	UnknownRules uint64
@@ -337,6 +378,10 @@ func (s *Sharing) Stats(now time.Time) SharingStats {
 		Live:      s.table.Live(now),
 		Minority:  s.table.Minority(now),
 		Full:      s.full.Load(),
+
+		BlocksPublished: s.publishedBlocks(),
+		BlocksRefused:   s.blocksRefused.Load(),
+		BlocksReceived:  s.blocksRecv.Load(),
 
 		UnknownRules: s.unknown.Load(),
 	}

@@ -45,7 +45,8 @@ type sharedNode struct {
 	stopOnce sync.Once
 
 	mu      sync.Mutex
-	drivers []func() // stops the traffic generators running on this node
+	drivers []func()             // stops the traffic generators running on this node
+	blocks  map[string]time.Time // blocks learnt (OnBlock), by key; under mu
 }
 
 // startSharedNode starts a node named name with the partition policy
@@ -64,9 +65,17 @@ func startSharedNode(t *testing.T, name string, policy PartitionPolicy, seeds ..
 	}
 	n := &sharedNode{
 		name: name, lim: lim,
-		sh:       NewSharing(SharingConfig{Self: name, Interval: clusterSync, OnPartition: policy}),
 		stopSync: make(chan struct{}), syncDone: make(chan struct{}),
+		blocks: map[string]time.Time{},
 	}
+	n.sh = NewSharing(SharingConfig{Self: name, Interval: clusterSync, OnPartition: policy,
+		OnBlock: func(rule uint64, key string, until time.Time, offences int) {
+			n.mu.Lock()
+			if rule == sharingRuleID && until.After(n.blocks[key]) {
+				n.blocks[key] = until
+			}
+			n.mu.Unlock()
+		}})
 	n.sh.SetRules([]Rule{{Name: sharingRuleName, Window: time.Second, Demand: func(key string) uint64 {
 		d, _ := n.lim.TakeDemand(key)
 		return d
@@ -501,4 +510,43 @@ func TestSharingClusterReplay(t *testing.T) {
 		}
 	}
 	checkClusterStats(t, nodes)
+}
+
+// learnt is the end of the block of key that n learnt from the others
+// (zero if none).
+func (n *sharedNode) learnt(key string) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.blocks[key]
+}
+
+// A block published on one node reaches the others with its next report,
+// and a node that starts after it learns it from the reports that repeat
+// it while it runs.
+func TestSharingClusterBlocks(t *testing.T) {
+	nodes := startSharedCluster(t, 3, LocalShare)
+	until := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	start := time.Now()
+	nodes[0].sh.PublishBlock(sharingRuleID, "203.0.113.9", until, 2)
+	waitFor(t, clusterDeadline, "the block to reach n1 and n2", func() bool {
+		return nodes[1].learnt("203.0.113.9").Equal(until) && nodes[2].learnt("203.0.113.9").Equal(until)
+	})
+	// one sync interval until the next report, and the network: on a
+	// loaded machine allow ten
+	took := time.Since(start)
+	if took > 10*clusterSync {
+		t.Errorf("the block took %v to reach every node (sync interval %v)", took, clusterSync)
+	}
+	if got := nodes[0].learnt("203.0.113.9"); !got.IsZero() {
+		t.Errorf("n0 learnt its own block: %v", got)
+	}
+	late := startSharedNode(t, "n3", LocalShare, nodes[0].c.Addr())
+	joined := time.Now()
+	waitFor(t, clusterDeadline, "the late node to learn the block", func() bool {
+		return late.learnt("203.0.113.9").Equal(until)
+	})
+	t.Logf("a block reached the running nodes in %v, a node started after it in %v", took, time.Since(joined))
+	if st := nodes[1].sh.Stats(time.Now()); st.BlocksReceived == 0 || st.UnknownRules != 0 {
+		t.Errorf("n1 stats %+v", st)
+	}
 }

@@ -18,7 +18,7 @@ func backlog(a, b uint64, now, n int64) u128 {
 	if tat < now {
 		return u128{}
 	}
-	return mul(uint64(tat-now), uint64(n)).add(u128{0, min(b, uint64(n-1))})
+	return mul(uint64(tat-now), uint64(n)).add(u128{0, min(b&^debtBit, uint64(n-1))})
 }
 
 // tatAfter is the state of a bucket whose TAT is x (in n-ths of a
@@ -50,7 +50,7 @@ func tolerance(capacity, w, n int64) u128 {
 func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64, scaled bool) {
 	tau := tolerance(capacity, w, n)
 	x := backlog(a, b, now, n)
-	if scaled {
+	if scaled && b&debtBit == 0 { // a debt is kept (charge.go)
 		x = min128(x, tau)
 	}
 	if cost > capacity {
@@ -77,6 +77,9 @@ func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64, scaled b
 // the clock going back (or a smaller limit), and is kept: the bucket is
 // never nearer to empty for it.
 func atMostFull(a, b *uint64, now, w, n, capacity int64) {
+	if *b&debtBit != 0 {
+		return // a debt a charge left (charge.go), not a smaller scale's TAT
+	}
 	tau := tolerance(capacity, w, n)
 	if tau.less(backlog(*a, *b, now, n)) {
 		*a, *b, _ = tatAfter(now, tau, n)

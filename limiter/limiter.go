@@ -210,6 +210,26 @@ func (l *Limiter) Delete(key string) bool {
 	return ok
 }
 
+// MarkSpent marks key spent, as a decision that left it at a limit does
+// (see the spent-key rule in store.go), and reports whether the key has
+// state (a key without is not created). Use it for a blocked key: a
+// block refuses its requests without a decision, so its counters stay as
+// the denial that blocked it left them, and a flood of new keys must not
+// evict them while the block runs. The mark holds until the key's next
+// decision or charge, or until its counters go idle (the sweep and
+// eviction free an idle key, spent or not).
+func (l *Limiter) MarkSpent(key string) bool {
+	h := hashKey(l.seed, key)
+	s := l.shard(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := s.table.find(h)
+	if ok {
+		s.table.setSpent(slot, true)
+	}
+	return ok
+}
+
 // SweepAt frees every key that is idle at now (whose state is the same as
 // a new key's), one shard at a time, and returns how many it freed.
 func (l *Limiter) SweepAt(now time.Time) int {

@@ -31,6 +31,9 @@ type Settings struct {
 	// Print is the whole configuration, for telling whether a reload
 	// changed it: a node is kept across a reload with the same Print.
 	Print string
+	// OnBlock takes the blocks other nodes made (gossip.SharingConfig's
+	// OnBlock); nil: they are dropped.
+	OnBlock func(rule uint64, key string, until time.Time, offences int)
 }
 
 // Node is this process's membership of the cluster and its side of the
@@ -71,6 +74,7 @@ func start(s Settings, logger *zap.Logger, reset func(rule, key string)) (*Node,
 	n.Cluster = c
 	n.Sharing = gossip.NewSharing(gossip.SharingConfig{
 		Self: c.Name(), Interval: c.SyncInterval(), OnPartition: s.Policy, MaxKeys: s.MaxKeys,
+		OnBlock: s.OnBlock,
 	})
 	// Until it has joined, a node counts the cluster its join list names
 	// (with itself): a node that restarts does not limit as if it were

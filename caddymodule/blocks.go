@@ -1,0 +1,312 @@
+package caddymodule
+
+// Blocks (block_for): a key that a rule denies is refused for a while,
+// cheaply, before any decision. A rule with store local keeps its blocked
+// keys in a limiter.Blocks, one per rule name in the registry (so blocks
+// survive a reload that keeps the rule), shared with the cluster's other
+// nodes through the gossip reports; a rule with store redis has them in
+// Redis, read and started by the decision's script.
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// abnormalUsage is the problem type of a refusal by a block.
+const abnormalUsage = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+
+// blockedEvent is the Caddy event emitted when a block starts.
+const blockedEvent = "rate_limit_blocked"
+
+// abuse is what a provisioned rule needs of block_for, count_status and
+// cost_header on the request path.
+type abuse struct {
+	blocks      *limiter.Blocks // block_for, store local, not shadow; set at Provision
+	after       bool            // count_status or cost_header: checked before, charged after
+	statuses    statusSet       // count_status; all statuses without
+	costHeader  string          // cost_header, canonical; "" without
+	hasStatuses bool
+}
+
+// newAbuse reads what the request path needs of cfg's abuse response.
+func newAbuse(cfg *Rule) (abuse, error) {
+	a := abuse{after: cfg.CostHeader != "" || cfg.CountStatus != nil}
+	if cfg.CountStatus != nil {
+		var err error
+		if a.statuses, err = parseStatuses(cfg.CountStatus); err != nil {
+			return a, err
+		}
+		a.hasStatuses = true
+	}
+	if cfg.CostHeader != "" {
+		a.costHeader = http.CanonicalHeaderKey(cfg.CostHeader)
+	}
+	return a, nil
+}
+
+// abuseCounters are a rule's counts of abuse response, kept by name across
+// reloads (in ruleStats).
+type abuseCounters struct {
+	redisBlocks      atomic.Uint64 // blocks Redis started on this node's decisions
+	costHeaderErrors atomic.Uint64 // cost_header absent or invalid: 1 unit taken
+}
+
+// blockConfig is what a rule's Blocks are made with.
+type blockConfig struct {
+	durations []time.Duration
+	reset     time.Duration
+	maxKeys   int
+}
+
+// blockNames maps gossip.KeyHash of a rule name to the name, for the
+// blocks other nodes send (under registry.mu). A name is never removed:
+// one whose rule went away finds nothing in the registry.
+var blockNames = map[uint64]string{}
+
+// blocksFor returns the blocked keys of rule (acquired already), or nil if
+// it has no block_for, or its blocks live in Redis, or it is in shadow
+// (blocks no one). The registry keeps them by name: a reload that keeps
+// block_for and block_reset keeps them; one that changes them starts anew
+// with the blocks running carried over.
+func (rs *rules) blocksFor(r Rule, clustered bool) (*limiter.Blocks, error) {
+	if len(r.BlockFor) == 0 || r.Store == storeRedis || r.Shadow {
+		return nil, nil
+	}
+	cfg := blockConfig{durations: r.blockDurations(), reset: time.Duration(r.BlockReset), maxKeys: r.MaxKeys}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	s := rs.byName[r.Name]
+	if clustered {
+		blockNames[gossip.KeyHash(r.Name)] = r.Name
+	}
+	if s.blocks != nil && slices.Equal(s.blockCfg.durations, cfg.durations) && s.blockCfg.reset == cfg.reset && s.blockCfg.maxKeys == cfg.maxKeys {
+		return s.blocks, nil
+	}
+	b, err := limiter.NewBlocks(cfg.durations, cfg.reset, cfg.maxKeys)
+	if err != nil {
+		return nil, err
+	}
+	if s.blocks != nil {
+		now := time.Now()
+		for _, k := range s.blocks.ListAt(now, 0) {
+			b.MergeAt(k.Key, k.Until, k.Offences, now)
+		}
+	}
+	s.blocks, s.blockCfg = b, cfg
+	return b, nil
+}
+
+// blockedAt reports whether key is blocked by the rule at now, and until
+// when: one atomic load for a rule with no block running, nothing without
+// block_for.
+func (ru *rule) blockedAt(key string, now time.Time) (time.Time, bool) {
+	if ru.abuse.blocks == nil {
+		return time.Time{}, false
+	}
+	return ru.abuse.blocks.BlockedAt(key, now)
+}
+
+// offend records a denial of the rule (not shadow) for blocks: in process,
+// the key's next block starts (a new one is logged, emitted, published to
+// the cluster, and pins the key's counters), and the denial's RetryAfter
+// is at least the block's rest. With store redis the decision's script
+// did it; offend reports true if the key was refused by a block in force
+// there, rather than denied by the limits.
+func (h *Handler) offend(ru *rule, q *request, f facts, v *verdict) (blocked bool) {
+	if b := v.block; b.Blocked() {
+		if !b.Started {
+			return true
+		}
+		ru.stats.abuse.redisBlocks.Add(1)
+		h.blockStarted(ru, q, f.key, b.Until, int(b.Offences))
+		return false
+	}
+	if ru.abuse.blocks == nil {
+		return false
+	}
+	until, offences, isNew := ru.abuse.blocks.OffendAt(f.key, q.now)
+	if until.IsZero() { // refused: the rule's blocks are full of running blocks
+		return false
+	}
+	v.d.RetryAfter = max(v.d.RetryAfter, until.Sub(q.now))
+	if isNew {
+		ru.lim.MarkSpent(f.key)
+		if sh := h.app.sharing(); sh != nil && ru.clustered {
+			sh.PublishBlock(ru.hash, f.key, until, offences)
+		}
+		h.blockStarted(ru, q, f.key, until, offences)
+	}
+	return false
+}
+
+// blockStarted logs a new block (sampled, as denials) and emits the
+// rate_limit_blocked event: the rule, the client IP, the block's end and
+// length in whole seconds, the key's offences; the key only with log_key.
+func (h *Handler) blockStarted(ru *rule, q *request, key string, until time.Time, offences int) {
+	secs := max(1, ceilSeconds(until.Sub(q.now)))
+	if ce := h.denials.Check(zap.InfoLevel, "rate limit block started"); ce != nil {
+		fields := []zap.Field{
+			zap.String("rule", ru.Name),
+			zap.String("client_ip", q.clientIP()),
+			zap.Time("until", until),
+			zap.Int64("block_seconds", secs),
+			zap.Int("offences", offences),
+		}
+		if ru.LogKey {
+			fields = append(fields, zap.String("key", shownKey(key)))
+		}
+		ce.Write(fields...)
+	}
+	if h.events == nil || !h.events.ShouldEmit(blockedEvent) {
+		return
+	}
+	data := map[string]any{
+		"rule":          ru.Name,
+		"client_ip":     q.clientIP(),
+		"until":         until.UTC().Format(time.RFC3339Nano),
+		"block_seconds": secs,
+		"offences":      offences,
+	}
+	if ru.LogKey {
+		data["key"] = shownKey(key)
+	}
+	h.events.Emit(h.ctx, blockedEvent, data)
+}
+
+// refuseBlocked answers a request of a blocked key, rest before the block
+// ends: 429, Retry-After the rest, RateLimit r=0, no units taken and no
+// decision made; with problem_json the type is abnormal-usage-detected.
+func (h *Handler) refuseBlocked(ru *rule, w http.ResponseWriter, q *request, f facts, rest time.Duration) error {
+	secs := max(1, ceilSeconds(rest))
+	ru.stats.decided(f.key, f.cost, false, false)
+	var d limiter.Decision
+	d.Len = len(ru.Limits)
+	for i, l := range ru.Limits {
+		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, f.scale), Window: time.Duration(l.Window), Reset: rest, Effective: rest}
+	}
+	ru.setHeaders(w.Header(), &d)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	repl := q.repl
+	repl.Set("http.rate_limit.rule", ru.Name)
+	repl.Set("http.rate_limit.exceeded.name", ru.Name)
+	repl.Set("http.rate_limit.key", shownKey(f.key))
+	repl.Set("http.rate_limit.retry_after", secs)
+	if ru.ProblemJSON {
+		return writeProblemBody(w, problem{
+			Type:             abnormalUsage,
+			Title:            "Request not satisfied due to detected abnormal usage",
+			Status:           http.StatusTooManyRequests,
+			Detail:           "Blocked; retry in " + strconv.FormatInt(secs, 10) + " seconds.",
+			ViolatedPolicies: ru.policies,
+		})
+	}
+	if !hasErrorRoutes(q.r) {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return nil
+	}
+	return caddyhttp.Error(http.StatusTooManyRequests, errBlocked{ru.Name, secs})
+}
+
+// errBlocked is the error of a request refused by a block.
+type errBlocked struct {
+	rule string
+	secs int64
+}
+
+func (e errBlocked) Error() string {
+	return "rate limit " + e.rule + ": key blocked; retry in " + strconv.FormatInt(e.secs, 10) + "s"
+}
+
+// blockFromCluster takes a block another node made (gossip's OnBlock):
+// the rule found by its name's hash merges it, and its counters are pinned
+// while it runs.
+func blockFromCluster(rule uint64, key string, until time.Time, offences int) {
+	registry.mu.Lock()
+	name, ok := blockNames[rule]
+	var b *limiter.Blocks
+	var lim *limiter.Limiter
+	if s := registry.byName[name]; ok && s != nil {
+		b, lim = s.blocks, s.lim
+	}
+	registry.mu.Unlock()
+	if b == nil {
+		return
+	}
+	now := time.Now()
+	if lifted.stale(name, key, until) {
+		return // a lifted block, in a report sent before the lift
+	}
+	if b.MergeAt(key, until, offences, now) && lim != nil && until.After(now) {
+		lim.MarkSpent(key)
+	}
+}
+
+// liftedBlocks remembers the blocks lifted (by the admin API, here or on
+// another node) until they would have ended: a report the block's node
+// sent before it withdrew the block can arrive after the reset, and must
+// not put it back. Bounded: past maxLifted running entries, a lift is not
+// remembered (the block may then come back once, until it ends).
+type liftedBlocks struct {
+	mu    sync.Mutex
+	until map[blockID]time.Time
+}
+
+// blockID is a key of a rule, by name.
+type blockID struct{ rule, key string }
+
+const maxLifted = 10_000
+
+var lifted = liftedBlocks{until: map[blockID]time.Time{}}
+
+// remember records that the block of key, ending at until, was lifted.
+func (l *liftedBlocks) remember(rule, key string, until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.until) >= maxLifted {
+		now := time.Now()
+		for id, u := range l.until {
+			if !u.After(now) {
+				delete(l.until, id)
+			}
+		}
+		if len(l.until) >= maxLifted {
+			return
+		}
+	}
+	l.until[blockID{rule, key}] = until
+}
+
+// stale reports whether a block of key ending at until was lifted.
+func (l *liftedBlocks) stale(rule, key string, until time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u, ok := l.until[blockID{rule, key}]
+	if ok && !u.After(time.Now()) {
+		delete(l.until, blockID{rule, key})
+		return false
+	}
+	return ok && !until.After(u)
+}
+
+// liftLocal lifts a key's block on this node (the admin API's DELETE, here
+// or on another node), and reports whether it had one.
+func liftLocal(e ruleEntry, key string) bool {
+	if e.blocks == nil {
+		return false
+	}
+	if b, ok := e.blocks.InfoAt(key, time.Now()); ok && e.rule.clustered {
+		// the block as reports carry it: to the millisecond, rounded up
+		lifted.remember(e.name, key, time.UnixMilli(b.Until.Add(time.Millisecond-1).UnixMilli()))
+	}
+	return e.blocks.Lift(key)
+}

@@ -1,0 +1,286 @@
+package caddymodule
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// abuseHandler is testHandler with the rules' blocks made, as Provision
+// takes them from the registry.
+func abuseHandler(tb testing.TB, rules ...Rule) *Handler {
+	tb.Helper()
+	h := testHandler(tb, new(App), rules...)
+	for _, r := range h.rules {
+		if len(r.BlockFor) > 0 && !r.Shadow {
+			b, err := limiter.NewBlocks(r.blockDurations(), time.Duration(r.BlockReset), 0)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			r.abuse.blocks = b
+		}
+	}
+	return h
+}
+
+// answering is a handler that answers status, with header set.
+func answering(status int, header, value string) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if header != "" {
+			w.Header().Set(header, value)
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte("body"))
+		return nil
+	})
+}
+
+// serve runs r through h then next, and returns the recorder and the
+// status (a returned handler error's, if any).
+func serve(t *testing.T, h *Handler, next caddyhttp.Handler, ip string) (*httptest.ResponseRecorder, int) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	err := h.ServeHTTP(w, newRequest(ip), next)
+	if he, ok := err.(caddyhttp.HandlerError); ok {
+		return w, he.StatusCode
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return w, w.Code
+}
+
+func TestCountStatusTakesOnlyMatching(t *testing.T) {
+	rule := hourly("login", 3)
+	rule.CountStatus = []string{"401", "403"}
+	h := abuseHandler(t, rule)
+	for range 10 { // successes take nothing
+		if _, s := serve(t, h, answering(200, "", ""), "192.0.2.1"); s != 200 {
+			t.Fatalf("success: got %d", s)
+		}
+	}
+	ru := h.rules[0]
+	if d := ru.lim.PeekAt("192.0.2.1", time.Now(), 0); d.Quotas[0].Remaining != 3 {
+		t.Fatalf("after 10 successes: %d remaining, want 3", d.Quotas[0].Remaining)
+	}
+	for i := range 3 { // failures are counted, after the response
+		w, s := serve(t, h, answering(401, "", ""), "192.0.2.1")
+		if s != 401 || !strings.HasPrefix(w.Header().Get("RateLimit"), `"login";r=`+string(rune('2'-i))+`;`) {
+			t.Fatalf("failure %d: got %d, RateLimit %q", i, s, w.Header().Get("RateLimit"))
+		}
+	}
+	if _, s := serve(t, h, answering(200, "", ""), "192.0.2.1"); s != 429 {
+		t.Fatalf("after 3 failures: got %d, want 429 (no unit left)", s)
+	}
+	if _, s := serve(t, h, answering(200, "", ""), "192.0.2.2"); s != 200 {
+		t.Fatalf("another key: got %d", s)
+	}
+}
+
+func TestCountStatusHandlerErrorAndClass(t *testing.T) {
+	rule := hourly("login", 2)
+	rule.CountStatus = []string{"4xx"}
+	h := abuseHandler(t, rule)
+	failing := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		return caddyhttp.Error(http.StatusForbidden, nil)
+	})
+	for range 2 {
+		if _, s := serve(t, h, failing, "192.0.2.1"); s != 403 {
+			t.Fatalf("got %d", s)
+		}
+	}
+	if _, s := serve(t, h, failing, "192.0.2.1"); s != 429 {
+		t.Fatalf("after 2 errors of status 403: got %d, want 429", s)
+	}
+}
+
+func TestBlockStartsOnDenialAndRefuses(t *testing.T) {
+	rule := hourly("login", 2)
+	rule.Limits[0].Window = caddy.Duration(10 * time.Second)
+	rule.BlockFor = []caddy.Duration{caddy.Duration(time.Minute), caddy.Duration(time.Hour)}
+	rule.ProblemJSON = true
+	h := abuseHandler(t, rule)
+	for range 2 {
+		serve(t, h, ok, "192.0.2.1")
+	}
+	w, s := serve(t, h, ok, "192.0.2.1") // the denial starts the block
+	if s != 429 || w.Header().Get("Retry-After") != "60" || !strings.Contains(w.Body.String(), "#quota-exceeded") {
+		t.Fatalf("denial: %d Retry-After %q %s", s, w.Header().Get("Retry-After"), w.Body)
+	}
+	w, s = serve(t, h, ok, "192.0.2.1") // refused by the block
+	if s != 429 || w.Header().Get("Retry-After") != "60" || !strings.Contains(w.Body.String(), "#abnormal-usage-detected") ||
+		w.Header().Get("RateLimit") != `"login";r=0;t=60` {
+		t.Fatalf("blocked: %d Retry-After %q RateLimit %q %s", s, w.Header().Get("Retry-After"), w.Header().Get("RateLimit"), w.Body)
+	}
+	if b, ok := h.rules[0].abuse.blocks.InfoAt("192.0.2.1", time.Now()); !ok || b.Offences != 1 {
+		t.Fatalf("block: %+v %v", b, ok)
+	}
+	if _, s := serve(t, h, ok, "192.0.2.2"); s != 200 {
+		t.Fatalf("another key: %d", s)
+	}
+}
+
+func TestShadowBlocksNoOne(t *testing.T) {
+	rule := hourly("s", 1)
+	rule.Shadow, rule.BlockFor = true, []caddy.Duration{caddy.Duration(time.Hour)}
+	h := abuseHandler(t, rule)
+	for range 5 {
+		if _, s := serve(t, h, ok, "192.0.2.1"); s != 200 {
+			t.Fatalf("shadow: got %d", s)
+		}
+	}
+}
+
+func TestCostHeader(t *testing.T) {
+	rule := hourly("llm", 100)
+	rule.CostHeader = "X-Tokens"
+	h := abuseHandler(t, rule)
+	ru := h.rules[0]
+	left := func() int64 { return ru.lim.PeekAt("192.0.2.1", time.Now(), 0).Quotas[0].Remaining }
+	w, s := serve(t, h, answering(200, "X-Tokens", "42"), "192.0.2.1")
+	if s != 200 || w.Header().Get("X-Tokens") != "" || left() != 58 {
+		t.Fatalf("got %d, X-Tokens %q, %d left; want 200, stripped, 58", s, w.Header().Get("X-Tokens"), left())
+	}
+	serve(t, h, answering(200, "X-Tokens", "lots"), "192.0.2.1")
+	serve(t, h, answering(200, "", ""), "192.0.2.1")
+	if left() != 56 || ru.stats.abuse.costHeaderErrors.Load() != 2 {
+		t.Fatalf("invalid and absent: %d left, %d errors; want 56, 2", left(), ru.stats.abuse.costHeaderErrors.Load())
+	}
+	serve(t, h, answering(200, "X-Tokens", "0"), "192.0.2.1")
+	serve(t, h, answering(200, "X-Tokens", "500"), "192.0.2.1") // past the limit: later requests wait
+	if left() != 0 {
+		t.Fatalf("%d left, want 0", left())
+	}
+	if _, s := serve(t, h, answering(200, "X-Tokens", "1"), "192.0.2.1"); s != 429 {
+		t.Fatalf("in debt: got %d, want 429", s)
+	}
+}
+
+func TestCostHeaderWithCountStatus(t *testing.T) {
+	rule := hourly("llm", 100)
+	rule.CostHeader, rule.CountStatus = "X-Tokens", []string{"2xx"}
+	h := abuseHandler(t, rule)
+	ru := h.rules[0]
+	w, _ := serve(t, h, answering(500, "X-Tokens", "30"), "192.0.2.1")
+	if w.Header().Get("X-Tokens") != "" {
+		t.Fatal("header not stripped on a status that takes nothing")
+	}
+	serve(t, h, answering(201, "X-Tokens", "30"), "192.0.2.1")
+	if r := ru.lim.PeekAt("192.0.2.1", time.Now(), 0).Quotas[0].Remaining; r != 70 {
+		t.Fatalf("%d left, want 70", r)
+	}
+}
+
+func TestAfterCancelledByLaterDenial(t *testing.T) {
+	counted := hourly("counted", 10)
+	counted.CountStatus = []string{"4xx"}
+	first, second := abuseHandler(t, counted), testHandler(t, new(App), hourly("narrow", 1))
+	first.app.handlers, second.app = 2, first.app
+	h := chain(first, second)
+	for range 3 {
+		status(t, h, newRequest("192.0.2.1"))
+	}
+	// the two 429s of narrow took nothing from counted
+	if r := first.rules[0].lim.PeekAt("192.0.2.1", time.Now(), 0).Quotas[0].Remaining; r != 10 {
+		t.Fatalf("%d left, want 10", r)
+	}
+}
+
+// hijackable is a recorder that can be hijacked and flushed.
+type hijackable struct {
+	*httptest.ResponseRecorder
+	hijacked bool
+}
+
+func (h *hijackable) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h.hijacked = true
+	return nil, nil, nil
+}
+
+func TestAfterWriterKeepsInterfaces(t *testing.T) {
+	rule := hourly("c", 10)
+	rule.CountStatus = []string{"101"}
+	h := abuseHandler(t, rule)
+	rec := &hijackable{ResponseRecorder: httptest.NewRecorder()}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if _, ok := w.(interface{ Unwrap() http.ResponseWriter }); !ok {
+			t.Error("no Unwrap")
+		}
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("not a Flusher")
+		}
+		_, _, err := w.(http.Hijacker).Hijack()
+		return err
+	})
+	if err := h.ServeHTTP(rec, newRequest("192.0.2.1"), next); err != nil || !rec.hijacked {
+		t.Fatalf("err %v hijacked %v", err, rec.hijacked)
+	}
+	if r := h.rules[0].lim.PeekAt("192.0.2.1", time.Now(), 0).Quotas[0].Remaining; r != 9 {
+		t.Fatalf("a hijack counts as 101: %d left, want 9", r)
+	}
+}
+
+// BenchmarkAbuse is what abuse response costs a request: a rule without
+// it ("plain", allowed), one with count_status (checked before, the
+// writer wrapped, charged after a matching status), a key denied by its
+// limits, and a key refused by a block.
+func BenchmarkAbuse(b *testing.B) {
+	plain := hourly("plain", 1<<31)
+	counted := hourly("counted", 1<<31)
+	counted.CountStatus = []string{"401"}
+	denied := hourly("denied", 1)
+	blocked := hourly("blocked", 1)
+	blocked.BlockFor = []caddy.Duration{caddy.Duration(time.Hour)}
+	for _, bc := range []struct {
+		name string
+		rule Rule
+		next caddyhttp.Handler
+		want int
+	}{
+		{"plain", plain, ok, 200},
+		{"count_status-200", counted, ok, 200},
+		{"count_status-401", counted, answering(401, "", ""), 401},
+		{"denied", denied, ok, 429},
+		{"blocked", blocked, ok, 429},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := abuseHandler(b, bc.rule)
+			base := newRequest("5.255.255.7")
+			h.ServeHTTP(httptest.NewRecorder(), base, bc.next) // takes the one unit
+			h.ServeHTTP(httptest.NewRecorder(), base, bc.next) // denied: starts the block
+			w := &statusWriter{header: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.header)
+				w.code = 0
+				vars := map[string]any{caddyhttp.ClientIPVarKey: "5.255.255.7"}
+				r := base.WithContext(context.WithValue(base.Context(), caddyhttp.VarsCtxKey, vars))
+				if err := h.ServeHTTP(w, r, bc.next); err != nil {
+					w.code = err.(caddyhttp.HandlerError).StatusCode
+				}
+			}
+			if w.code != bc.want {
+				b.Fatalf("status %d, want %d", w.code, bc.want)
+			}
+		})
+	}
+}
+
+// statusWriter is a reusable ResponseWriter that keeps the status.
+type statusWriter struct {
+	header http.Header
+	code   int
+}
+
+func (w *statusWriter) Header() http.Header         { return w.header }
+func (w *statusWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *statusWriter) WriteHeader(code int)        { w.code = code }

@@ -34,6 +34,16 @@
 // the default label, about 45 entries per packet. Parts of one report
 // share its Node and Seq. Compression is off: hashes do not compress.
 //
+// Blocks (block_for) travel with the reports, carrying the key itself (at
+// most MaxBlockKeyBytes, 1024): a report part that has blocks is a
+// MsgReportBlocks, a report's layout followed by its blocks, and
+// SplitReport puts blocks in parts of their own, so that a node that
+// knows no blocks still reads every entry. The node that made a block
+// repeats it in its reports while it runs, new blocks first and the
+// others round robin within a byte budget (blocks.go), so that a node
+// that joins or comes back learns the blocks in force; the receiver hands
+// them to SharingConfig.OnBlock, which merges them (limiter.Blocks).
+//
 // Resets (the admin API forgetting a key) carry the rule's name and the
 // key themselves, at most MaxRuleBytes (255) and MaxKeyBytes (4096)
 // bytes, since each node's limiter hashes keys with its own private seed.

@@ -272,3 +272,13 @@ func BenchmarkChargeAt(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBlockedAtNone is the cost a rule with blocks but none running
+// adds to a request: one atomic load.
+func BenchmarkBlockedAtNone(b *testing.B) {
+	bl := mustBlocks(b, []time.Duration{time.Hour}, 0, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		bl.BlockedAt("10.0.0.1", base)
+	}
+}

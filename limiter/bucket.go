@@ -12,7 +12,7 @@ package limiter
 // backlog is how far a bucket's TAT is ahead of now, in n-ths of a
 // nanosecond (0 if the TAT is past). A fraction kept under another n (after
 // a change of limit or of scale) is read as at most n−1: off by less than
-// a nanosecond.
+// a nanosecond. A charge's debtBit (charge.go) is not part of the fraction.
 func backlog(a, b uint64, now, n int64) u128 {
 	tat := int64(a)
 	if tat < now {
@@ -46,7 +46,7 @@ func tolerance(capacity, w, n int64) u128 {
 // tokenBucket is GCRA with a tolerance of capacity units: a request fits if
 // the TAT after it is at most capacity×w/n ahead of now. State: a, b = TAT.
 // If scaled, a TAT further ahead than that counts as a full bucket (see
-// atMostFull).
+// atMostFull), unless a charge left it there (a debt, charge.go).
 func tokenBucket(s *step, a, b uint64, now, w, n, capacity, cost int64, scaled bool) {
 	tau := tolerance(capacity, w, n)
 	x := backlog(a, b, now, n)

@@ -72,13 +72,13 @@ func (l *Limiter) ChargeScaledAt(key string, now time.Time, cost int64, scale fl
 	}
 	logs := s.table.logsAt(slot)
 	charged := p.charge(w, logs, t, cost, scale)
-	var d Decision
+	spent := false
 	if ok && charged {
-		p.decide(&d, w, logs, t, 0, scale, false)
+		spent = p.spentAfterCharge(w, logs, t, scale)
 	}
 	s.table.put(slot, w)
 	if ok && charged {
-		s.table.setSpent(slot, d.spent())
+		s.table.setSpent(slot, spent)
 	}
 	s.mu.Unlock()
 }
@@ -99,6 +99,12 @@ func (p *plan) charge(words []uint64, logs []eventLog, now, cost int64, scale fl
 	}
 	if !(scale > 0) {
 		return false
+	}
+	if scale != 1 {
+		// a TAT beyond a full bucket that a smaller scale left is no debt:
+		// read as a full bucket, as a scaled decision would, before the
+		// charge adds its own
+		p.atMostFull(words, now, scale)
 	}
 	for i := range p.limits {
 		lp := &p.limits[i]
@@ -127,6 +133,27 @@ func (p *plan) charge(words []uint64, logs []eventLog, now, cost int64, scale fl
 		chargeBucket(&words[p.burstW], &words[p.burstW+1], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale), true, cost)
 	}
 	return true
+}
+
+// spentAfterCharge is whether a charge left the key without a unit of
+// one of its limits. A sliding log is spent when a limit's log holds its
+// count (the charge has just expired what left the window): a decision
+// over the limit would scan the log for its retry time.
+func (p *plan) spentAfterCharge(words []uint64, logs []eventLog, now int64, scale float64) bool {
+	if p.algo == SlidingLog {
+		if p.shareW != 0 {
+			scale *= shareOf(words[p.shareW])
+		}
+		for _, lp := range p.limits {
+			if logs[lp.word].total >= scaled(lp.n, scale) {
+				return true
+			}
+		}
+		return false
+	}
+	var d Decision
+	p.decide(&d, words, logs, now, 0, scale, false)
+	return d.spent()
 }
 
 // chargeSliding adds cost to a sliding window's current count (in the

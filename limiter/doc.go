@@ -27,6 +27,14 @@
 // consumes nothing from the others, and RefundAt gives back a request that
 // a later rule denied.
 //
+// ChargeScaledAt takes units after the fact, past the limits if need be
+// (count_status, cost_header: a request checked with PeekScaledAt before,
+// charged once its response is known); charge.go says what "past the
+// limit" means for each algorithm. Blocks holds a rule's blocked keys
+// (block_for, block_reset), with escalation, a bound, and a merge for
+// blocks learnt from other nodes; MarkSpent pins a blocked key's counters
+// against eviction.
+//
 // Time is always an argument (AllowAt, RefundAt, PeekAt); the forms without
 // "At" read the wall clock. Time going backwards never gives quota back.
 //

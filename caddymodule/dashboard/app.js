@@ -255,6 +255,7 @@ function facts(r) {
   }
   if (c.tiers) rows.push(["tiers", Object.keys(c.tiers).sort().join(", ")]);
   if (c.shadow) rows.push(["shadow", "on: never rejects"]);
+  if (c.block_for) rows.push(["blocks", `${c.block_for.map((ns) => windowText(ns)).join(", then ")} after a denial`]);
   if (c.store === "redis") {
     rows.push(["store", `redis: one limit for every node; ${c.on_store_error || "local"} when it cannot decide`]);
     rows.push(["keys", `in Redis; ${num(r.keys)} in this node's fallback`]);
@@ -343,14 +344,55 @@ function renderRule(now) {
     if (view && !rows.length) rows.push(el("tr", {}, el("td", { colspan: 2, class: "note" }, by === "denied" ? "no denials" : "no requests")));
     $(`top-${by}`).tBodies[0].replaceChildren(...rows);
   }
+  renderBlocked(r);
   renderKey(r);
+}
+
+// renderBlocked lists the keys a rule with block_for blocks now, each
+// with a button that lifts its block (and resets its counters).
+function renderBlocked(r) {
+  const panel = $("blocked-panel");
+  panel.hidden = !(r.config || {}).block_for;
+  if (panel.hidden) return;
+  const keys = (state.blocked && state.blocked.keys) || [];
+  const rows = keys.map((k) =>
+    el("tr", { "data-key": k.key },
+      el("td", {}, el("button", { type: "button", class: "link", onclick: () => lookupKey(k.key, undefined, k.escaped) }, showKey(k.key))),
+      el("td", { class: "num" }, num(k.offences)),
+      el("td", { class: "num" }, duration(k.retry_after_seconds)),
+      el("td", {}, el("button", { type: "button", class: "danger lift", onclick: () => liftKey(k) }, "Lift"))));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 4, class: "note" }, state.blocked ? "no key is blocked" : "…")));
+  $("blocked").tBodies[0].replaceChildren(...rows);
+}
+
+// liftKey lifts a key's block through DELETE …/keys/{key} (which resets
+// its counters too, on every node of a cluster).
+async function liftKey(k) {
+  const rule = state.view.rule;
+  if (!confirm(`Lift the block of key ${showKey(k.key)} of rule ${rule}? Its counters start afresh.`)) return;
+  let note;
+  try {
+    await call("DELETE", keyURL(rule, k.key, k.escaped));
+    note = "Block lifted.";
+  } catch (e) {
+    note = `Lifting the block failed: ${e.message}`;
+  }
+  await Promise.all([lookupKey(k.key, note, k.escaped), refreshTop()]);
+  render();
 }
 
 async function refreshTop() {
   const rule = state.view.rule;
   try {
-    const [req, den] = await Promise.all(["requests", "denied"].map((by) => call("GET", ruleURL(rule, `/keys?top=10&by=${by}`))));
-    if (state.view.rule === rule) state.top = { requests: req.data, denied: den.data };
+    const r = currentRule();
+    const blocks = r && (r.config || {}).block_for;
+    const [req, den, blocked] = await Promise.all([
+      ...["requests", "denied"].map((by) => call("GET", ruleURL(rule, `/keys?top=10&by=${by}`))),
+      blocks ? call("GET", ruleURL(rule, "/blocked")) : null]);
+    if (state.view.rule === rule) {
+      state.top = { requests: req.data, denied: den.data };
+      state.blocked = blocked ? blocked.data : null;
+    }
   } catch {
     if (state.view.rule === rule) state.top = null; // the rule is gone: renderRule says so
   }
@@ -395,6 +437,7 @@ function renderKey(r) {
     const v = k.view;
     limits = v.limits.map((l) => ({ limit: l.limit, window: windowText(l.window_seconds * 1e9), used: l.used, remaining: l.remaining, reset: duration(l.reset_seconds) }));
     summary = v.allowed ? "A request from it would pass now." : `A request from it would be denied now: retry after ${duration(v.retry_after_seconds)}.`;
+    if (v.blocked_until) summary += ` Blocked until ${new Date(v.blocked_until).toLocaleTimeString()} (offence ${v.offences}).`;
     if (v.country || v.scale !== 1) summary += ` Country ${v.country || "unknown"}, limits ×${v.scale}.`;
   } else {
     limits = r.limits.map((l) => ({ limit: l.count, window: l.window, used: 0, remaining: l.count, reset: "—" }));
@@ -640,6 +683,7 @@ function route() {
   const page = rule === null ? "overview" : "rule";
   if (page !== state.view.page || rule !== state.view.rule) {
     state.top = null;
+    state.blocked = null;
     state.key = null;
     state.edit = null;
     $("key-input").value = "";

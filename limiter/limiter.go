@@ -188,26 +188,27 @@ func (l *Limiter) PeekScaledAt(key string, now time.Time, cost int64, scale floa
 
 // Contains reports whether key has state.
 func (l *Limiter) Contains(key string) bool {
-	h := hashKey(l.seed, key)
-	s := l.shard(h)
-	s.mu.Lock()
-	_, ok := s.table.find(h)
-	s.mu.Unlock()
-	return ok
+	return l.atKey(key, func(*table, int) {})
 }
 
-// Delete forgets key: its next request starts afresh. It reports whether
-// the key had state.
-func (l *Limiter) Delete(key string) bool {
+// atKey runs f on key's slot in its shard's table, under the shard's
+// lock, if key has state, and reports whether it has.
+func (l *Limiter) atKey(key string, f func(t *table, slot int)) bool {
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot, ok := s.table.find(h)
 	if ok {
-		s.table.remove(slot)
+		f(&s.table, slot)
 	}
 	return ok
+}
+
+// Delete forgets key: its next request starts afresh. It reports whether
+// the key had state.
+func (l *Limiter) Delete(key string) bool {
+	return l.atKey(key, (*table).remove)
 }
 
 // MarkSpent marks key spent, as a decision that left it at a limit does
@@ -219,15 +220,7 @@ func (l *Limiter) Delete(key string) bool {
 // decision or charge, or until its counters go idle (the sweep and
 // eviction free an idle key, spent or not).
 func (l *Limiter) MarkSpent(key string) bool {
-	h := hashKey(l.seed, key)
-	s := l.shard(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	slot, ok := s.table.find(h)
-	if ok {
-		s.table.setSpent(slot, true)
-	}
-	return ok
+	return l.atKey(key, func(t *table, slot int) { t.setSpent(slot, true) })
 }
 
 // SweepAt frees every key that is idle at now (whose state is the same as

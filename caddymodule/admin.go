@@ -180,7 +180,7 @@ func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
 	if st := storeOf(e); st != nil {
 		return serveStoreKey(w, e, st, key)
 	}
-	if !e.lim.Contains(key) {
+	if n, _ := inFlightOf(e, key); n == 0 && !e.lim.Contains(key) {
 		return apiError(http.StatusNotFound, "rule %q has no state for key %q (never seen, idle and swept, or evicted)", e.name, key)
 	}
 	if _, ok := e.rule.Tiers[tier]; tier != "" && !ok {
@@ -197,6 +197,7 @@ func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
 		return resetStoreKey(w, e, st, key)
 	}
 	found := e.lim.Delete(key)
+	found = forgetInFlight(e, key) || found
 	e.stats.forget(key)
 	v := resetView{Rule: e.name, Key: key, Reset: found}
 	if n := activeNode(); n != nil && e.rule.clustered {

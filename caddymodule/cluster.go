@@ -300,6 +300,7 @@ func (n *clusterNode) close() {
 func resetLocal(rule, key string) {
 	if e, ok := registry.get(rule); ok {
 		e.lim.Delete(key)
+		forgetInFlight(e, key)
 		e.stats.forget(key)
 	}
 }
@@ -458,6 +459,12 @@ func (a *App) sharedRules() []gossip.Rule {
 	var out []gossip.Rule
 	for _, p := range a.pending {
 		if !p.rule.clustered {
+			continue
+		}
+		if c, ok := concurrentRule(p.name); ok && p.rule.MaxConcurrent > 0 {
+			out = append(out, c)
+		}
+		if p.rule.concurrentOnly() {
 			continue
 		}
 		lim := p.lim

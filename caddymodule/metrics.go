@@ -87,6 +87,8 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descStoreRequests
 	ch <- descStoreUp
 	ch <- descStoreNodes
+	ch <- descInFlight
+	ch <- descConcurrentRefused
 	decisionSeconds.Describe(ch)
 }
 
@@ -107,6 +109,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		all, limited := r.lim.EvictionCounts()
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(all-limited), r.name, "under_limit")
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(limited), r.name, "limited")
+		collectConcurrency(ch, r)
 		if r.rule.Algorithm == string(limiter.LeakyBucket) {
 			ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(r.stats.held.Load()), r.name)
 		}

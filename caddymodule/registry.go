@@ -49,6 +49,8 @@ type sharedLimiter struct {
 	prevRule  Rule
 
 	committed bool // lim is in force (not only provisioned): shown by the admin API and metrics
+
+	conc *concurrency // max_concurrent's requests in flight, made on first use (concurrency.go)
 }
 
 // acquire returns the limiter registered under name if it can keep its

@@ -32,6 +32,8 @@ type rule struct {
 	hash       uint64             // gossip.KeyHash(Name), for a rule with scope cluster
 	tiers      map[string]float64 // the factor of each tier; nil without tiers
 	tierSource keySource
+
+	conc *ruleConcurrency // max_concurrent; nil without (concurrency.go)
 }
 
 // newRule provisions what a Rule needs per request (but its limiter and

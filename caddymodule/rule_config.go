@@ -163,6 +163,15 @@ type Rule struct {
 	// Default: local.
 	OnStoreError string `json:"on_store_error,omitempty"`
 
+	// MaxConcurrent is at most how many requests of a key may be in
+	// flight at once: from admission until the response is written, the
+	// client goes away, or a hijacked connection (a WebSocket) closes.
+	// Over it, 429 with Retry-After: 1 (503 when the rule's table of keys
+	// in flight, max_keys, is full). A rule may have it alone (no limits)
+	// or beside its limits (all must pass). With scope cluster, N holds
+	// for the whole cluster. Not with store redis yet. Default: 0, off.
+	MaxConcurrent int `json:"max_concurrent,omitempty"`
+
 	clustered bool // scope cluster, with a cluster: set at Provision
 }
 
@@ -202,6 +211,9 @@ func (r *Rule) limiterConfig() limiter.Config {
 	}
 	for _, l := range r.Limits {
 		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: time.Duration(l.Window)})
+	}
+	if r.concurrentOnly() {
+		cfg.Limits = concurrentOnlyLimits // the registry's entry; never decides (concurrency.go)
 	}
 	return cfg
 }
@@ -256,6 +268,9 @@ func (r *Rule) checkFields() error {
 		return err
 	}
 	if err := r.checkMaxHeld(); err != nil {
+		return err
+	}
+	if err := r.checkConcurrent(); err != nil {
 		return err
 	}
 	return r.checkStore()

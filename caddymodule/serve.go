@@ -40,6 +40,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var timed bool // one decision in decisionSample: time the request
 	var holds heldPlaces
 	defer holds.release() // on every way out; after the delay at the latest
+	var slots inFlightSlots
+	defer slots.release() // max_concurrent: when the chain returns (concurrency.go)
 	for _, ru := range h.rules {
 		f, use, err := ru.factsOf(h.app, &q)
 		if err != nil {
@@ -47,6 +49,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return err
 		}
 		if !use {
+			continue
+		}
+		if ru.conc != nil && ru.concurrentOnly() {
+			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
+				return err
+			}
 			continue
 		}
 		v := ru.decideFacts(h.app, &q, f)
@@ -93,6 +101,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		took.add(v.taken(ru, f.key, cost))
 		if !ru.Shadow { // a shadow rule never holds a request either
 			delay = max(delay, d.Delay)
+		}
+		if ru.conc != nil {
+			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
+				return err
+			}
 		}
 	}
 	if timed {

@@ -107,7 +107,12 @@ func (ru *rule) provisionConcurrency() {
 	if ru.MaxConcurrent == 0 {
 		return
 	}
-	c := &ruleConcurrency{concurrency: registry.concurrencyFor(ru.Name, ru.MaxKeys), name: sfString(ru.Name)}
+	ru.setConcurrency(registry.concurrencyFor(ru.Name, ru.MaxKeys))
+}
+
+// setConcurrency sets ru's max_concurrent to count its requests in state.
+func (ru *rule) setConcurrency(state *concurrency) {
+	c := &ruleConcurrency{concurrency: state, name: sfString(ru.Name)}
 	if !ru.concurrentOnly() {
 		c.name += "-concurrent"
 	}
@@ -188,11 +193,12 @@ const (
 )
 
 // admit takes a place for the request in ru's max_concurrent, kept in
-// slots, and writes its headers. A rule with scope cluster admits up to
-// this node's cap of the key's global N.
-func (ru *rule) admit(a *App, hdr http.Header, f facts, slots *inFlightSlots) admitOutcome {
+// slots, and writes its headers if admitted. A rule with scope cluster
+// admits up to this node's cap of the key's global N. n is N at the
+// request's scale.
+func (ru *rule) admit(a *App, hdr http.Header, f facts, slots *inFlightSlots) (out admitOutcome, n int64) {
 	c := ru.conc
-	n := int64(ru.MaxConcurrent)
+	n = int64(ru.MaxConcurrent)
 	if f.scale != 1 {
 		n = 0 // a factor of 0 blocks
 		if f.scale > 0 {
@@ -212,17 +218,16 @@ func (ru *rule) admit(a *App, hdr http.Header, f facts, slots *inFlightSlots) ad
 		if sh != nil {
 			sh.Refused(c.hash, f.key, uint32(min(n, math.MaxUint32)))
 		}
-		ru.setConcurrentHeaders(hdr, n, 0)
 		full := inFlight < capSlots && capSlots > 0
 		switch {
 		case ru.Shadow:
-			return concShadow
+			return concShadow, n
 		case full:
 			c.full.Add(1)
-			return concFull
+			return concFull, n
 		}
 		c.refused.Add(1)
-		return concRefused
+		return concRefused, n
 	}
 	if sh != nil && !tracked && 2*inFlight >= capSlots {
 		sh.Track(c.hash, f.key, uint32(min(n, math.MaxUint32)))
@@ -234,7 +239,7 @@ func (ru *rule) admit(a *App, hdr http.Header, f facts, slots *inFlightSlots) ad
 	}
 	slots.n++
 	ru.setConcurrentHeaders(hdr, n, capSlots-inFlight)
-	return concAdmitted
+	return concAdmitted, n
 }
 
 // serveConcurrent applies ru's max_concurrent to a request its limits
@@ -242,7 +247,7 @@ func (ru *rule) admit(a *App, hdr http.Header, f facts, slots *inFlightSlots) ad
 // units included). On a refusal it gives that back and answers: stop is
 // true, and err is ServeHTTP's return.
 func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f facts, took *takings, slots *inFlightSlots) (stop bool, err error) {
-	out := ru.admit(h.app, w.Header(), f, slots)
+	out, n := ru.admit(h.app, w.Header(), f, slots)
 	if ru.concurrentOnly() {
 		ru.stats.decided(f.key, 1, out == concAdmitted, ru.Shadow)
 	}
@@ -250,12 +255,13 @@ func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f
 	case concAdmitted:
 		return false, nil
 	case concShadow:
+		ru.setConcurrentHeaders(w.Header(), n, 0)
 		h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: 1e9}, true)
 		return false, nil
 	}
 	slots.release() // this handler's, at once; an earlier handler's when it returns
 	h.undo(w.Header(), q.r, took, q.now)
-	ru.setConcurrentHeaders(w.Header(), int64(ru.MaxConcurrent), 0) // undo cleared them
+	ru.setConcurrentHeaders(w.Header(), n, 0)
 	w.Header().Set("Retry-After", "1")
 	repl := q.repl
 	repl.Set("http.rate_limit.rule", ru.Name)

@@ -125,7 +125,7 @@ func (s *ruleSpec) finish() error {
 		return errAtToken(s.set["max_delay"], "rule %q: max_delay applies to leaky_bucket only, not %s", r.Name, algo)
 	}
 	if len(r.Limits) == 0 && r.MaxConcurrent == 0 {
-		return errAtToken(s.start, "rule %q has no limit: add `limit <count> <window>` or `max_concurrent <n>`", r.Name)
+		return errAtToken(s.start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
 	}
 	if err := r.checkConcurrent(); err != nil {
 		return errAtToken(s.at("max_concurrent"), "rule %q: %v", r.Name, err)

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,5 +157,37 @@ func TestMaxConcurrentConfig(t *testing.T) {
 		if err := c.rule.validate(); (err != nil) != c.err {
 			t.Errorf("%+v: %v", c.rule, err)
 		}
+	}
+}
+
+// BenchmarkMaxConcurrent is the cost of a request under a max_concurrent
+// rule beside a rate rule's, as BenchmarkServeHTTP measures it: "rate" is
+// one limit, "max-concurrent" the rule with max_concurrent alone,
+// "rate+max-concurrent" both in one rule. Every request is admitted and
+// its place given back when the chain returns.
+func BenchmarkMaxConcurrent(b *testing.B) {
+	rate := Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}
+	conc := Rule{Name: "dl", MaxConcurrent: 8}
+	both := rate
+	both.Name, both.MaxConcurrent = "both", 8
+	for _, bc := range []struct {
+		name string
+		rule Rule
+	}{{"rate", rate}, {"max-concurrent", conc}, {"rate+max-concurrent", both}} {
+		b.Run(bc.name, func(b *testing.B) {
+			handler := chain(concurrentHandler(b, bc.rule))
+			base := newRequest("5.255.255.7")
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.Header())
+				w.Header().Set("Server", "Caddy")
+				vars := map[string]any{caddyhttp.ClientIPVarKey: "5.255.255.7"}
+				r := base.WithContext(context.WithValue(base.Context(), caddyhttp.VarsCtxKey, vars))
+				if err := handler.ServeHTTP(w, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

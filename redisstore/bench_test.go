@@ -68,3 +68,81 @@ func BenchmarkPing(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFeatures is each new script's round trip beside the existing
+// decision's, on one key: Allow without blocks (the base), Decide with
+// blocks on a key that is not blocked (the block's HMGET added), Decide
+// on a blocked key, Check (the peek before a request charged after),
+// Charge, and a lease's Acquire with its Release.
+func BenchmarkFeatures(b *testing.B) {
+	_, c := start(b)
+	ctx := context.Background()
+	big := limiter.Limit{Count: 1_000_000_000, Window: time.Hour}
+	plain := newStore(b, c, config(limiter.SlidingWindow, big))
+	cfg := config(limiter.SlidingWindow, big)
+	cfg.BlockFor = []time.Duration{time.Hour}
+	blocking := newStore(b, c, cfg)
+	cfg = config(limiter.SlidingWindow, limiter.Limit{Count: 1, Window: time.Hour})
+	cfg.BlockFor = []time.Duration{time.Hour}
+	cfg.KeyPrefix = "bench:blocked:"
+	blocked := newStore(b, c, cfg)
+	blocked.Allow(ctx, "k", 2) // blocked for an hour
+	leases, err := NewLeases(c, LeaseConfig{Max: 1_000_000, KeyPrefix: "bench:lease:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer leases.Close()
+	for _, bc := range []struct {
+		name string
+		call func() error
+	}{
+		{"allow", func() error { _, err := plain.Allow(ctx, "k", 1); return err }},
+		{"decide_blocks", func() error { _, err := blocking.Decide(ctx, "k", 1, 1); return err }},
+		{"decide_blocked", func() error { _, err := blocked.Decide(ctx, "k", 1, 1); return err }},
+		{"check", func() error { _, err := plain.Check(ctx, "k", 1); return err }},
+		{"charge", func() error { return plain.Charge(ctx, "k", 1) }},
+		{"acquire_release", func() error {
+			x, _, err := leases.Acquire(ctx, "k")
+			if err == nil {
+				err = x.Release(ctx)
+			}
+			return err
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRenewAll is one renewal tick of 1,000 and 5,000 live leases:
+// one pipelined call.
+func BenchmarkRenewAll(b *testing.B) {
+	_, c := start(b)
+	ctx := context.Background()
+	for _, n := range []int{1000, 5000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			l, err := NewLeases(c, LeaseConfig{Max: 10, KeyPrefix: "bench:renew:" + strconv.Itoa(n) + ":"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			for i := range n {
+				if x, _, err := l.Acquire(ctx, "k"+strconv.Itoa(i)); err != nil || x == nil {
+					b.Fatal(x, err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if lost, err := l.RenewAll(ctx); err != nil || lost != 0 {
+					b.Fatal(lost, err)
+				}
+			}
+		})
+	}
+}

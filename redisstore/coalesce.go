@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // maxFlight is the most requests one call decides: a request that finds
@@ -36,17 +34,22 @@ type flight struct {
 	start    time.Time // when it took off
 	deadline time.Time // the earliest of its requests' deadlines; zero: none
 	landed   chan struct{}
-	ds       []limiter.Decision // after landed: up to n, ending at a denial
+	ds       []Decision // after landed: up to n, ending at a denial
 	err      error
 }
 
 // decision is the decision of the i-th request of a landed flight: the
-// requests past the first denial get that denial (the state was the same).
-func (f *flight) decision(i int) (limiter.Decision, error) {
+// requests past the first denial get that denial (the state was the same),
+// without its Block.Started (one request started the block).
+func (f *flight) decision(i int) (Decision, error) {
 	if f.err != nil {
-		return limiter.Decision{}, f.err
+		return Decision{}, f.err
 	}
-	return f.ds[min(i, len(f.ds)-1)], nil
+	d := f.ds[min(i, len(f.ds)-1)]
+	if i >= len(f.ds) {
+		d.Block.Started = false
+	}
+	return d, nil
 }
 
 // errLate is a gathered flight's error when its earliest deadline passed
@@ -85,13 +88,13 @@ func (c *coalescer) shardOf(key string) *flightShard {
 // callN decides n requests of a key in one call. gathered is set for a
 // flight that waited for the call ahead of it: its deadline was partly
 // spent waiting, so a timeout says less about Redis.
-type callN func(ctx context.Context, k flightKey, n int, gathered bool) ([]limiter.Decision, error)
+type callN func(ctx context.Context, k flightKey, n int, gathered bool) ([]Decision, error)
 
 // allow decides one request of k: in a call of its own, at once, when no
 // call for k is in the air (or the flight gathering behind it is full, or
 // waiting for it would not leave two calls' time before ctx's deadline);
 // else in the flight gathering behind the call in the air.
-func (c *coalescer) allow(ctx context.Context, k flightKey, call callN) (limiter.Decision, error) {
+func (c *coalescer) allow(ctx context.Context, k flightKey, call callN) (Decision, error) {
 	sh := c.shardOf(k.key)
 	sh.mu.Lock()
 	f := sh.flights[k]
@@ -103,7 +106,7 @@ func (c *coalescer) allow(ctx context.Context, k flightKey, call callN) (limiter
 		c.observe(f.start, err)
 		c.land(sh, k, f, call)
 		if err != nil {
-			return limiter.Decision{}, err
+			return Decision{}, err
 		}
 		return ds[0], nil
 	}
@@ -112,7 +115,7 @@ func (c *coalescer) allow(ctx context.Context, k flightKey, call callN) (limiter
 		sh.mu.Unlock()
 		ds, err := call(ctx, k, 1, false)
 		if err != nil {
-			return limiter.Decision{}, err
+			return Decision{}, err
 		}
 		return ds[0], nil
 	}
@@ -130,7 +133,7 @@ func (c *coalescer) allow(ctx context.Context, k flightKey, call callN) (limiter
 	case <-next.landed:
 		return next.decision(i)
 	case <-ctx.Done():
-		return limiter.Decision{}, ctx.Err() // its slot is decided all the same
+		return Decision{}, ctx.Err() // its slot is decided all the same
 	}
 }
 

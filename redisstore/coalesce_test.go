@@ -78,7 +78,7 @@ func newFlightLog() *flightLog {
 	return &flightLog{started: make(chan int, 16), release: make(chan error), other: make(chan error)}
 }
 
-func (f *flightLog) call(ctx context.Context, k flightKey, n int, _ bool) ([]limiter.Decision, error) {
+func (f *flightLog) call(ctx context.Context, k flightKey, n int, _ bool) ([]Decision, error) {
 	f.started <- n
 	release := f.release
 	if k.cost != 1 {
@@ -87,9 +87,9 @@ func (f *flightLog) call(ctx context.Context, k flightKey, n int, _ bool) ([]lim
 	if err := <-release; err != nil {
 		return nil, err
 	}
-	ds := make([]limiter.Decision, n)
+	ds := make([]Decision, n)
 	for i := range ds {
-		ds[i] = limiter.Decision{Allowed: i < 2, Len: 1}
+		ds[i] = Decision{Decision: limiter.Decision{Allowed: i < 2, Len: 1}}
 		ds[i].Quotas[0].Remaining = int64(100 + i)
 	}
 	return ds, nil
@@ -103,7 +103,7 @@ func TestCoalescerFlights(t *testing.T) {
 	c, log := newCoalescer(), newFlightLog()
 	k := flightKey{"k", 1, 1}
 	type result struct {
-		d   limiter.Decision
+		d   Decision
 		err error
 	}
 	first := make(chan result, 1)

@@ -11,6 +11,10 @@ import (
 // DefaultKeyPrefix starts every Redis key when Config.KeyPrefix is empty.
 const DefaultKeyPrefix = "edgelimit:"
 
+// DefaultBlockReset is how long offences are remembered after a block
+// ended, when Config.BlockReset is 0.
+const DefaultBlockReset = 24 * time.Hour
+
 // DefaultProbeInterval is how often a Store's breaker lets one call probe
 // a Redis that failed, when Config.ProbeInterval is 0.
 const DefaultProbeInterval = time.Second
@@ -52,6 +56,17 @@ type Config struct {
 	// units came back in between (a refund, a reset, or a smaller cost
 	// elsewhere in the fleet). Default: 0, off.
 	OverLimitCacheKeys int
+	// BlockFor, when set, blocks a key once the rule denies it (block_for):
+	// every decision on the key is then denied, for the block's rest,
+	// without taking units. The n-th block within BlockReset of the end of
+	// the last one lasts BlockFor[min(n, len)-1] (the last one repeats).
+	// A rule in shadow must leave it empty (a shadow rule blocks no one).
+	// Each must be positive and a whole number of microseconds. Default:
+	// none, no blocks.
+	BlockFor []time.Duration
+	// BlockReset is how long a key's offence count is remembered after
+	// its last block ended (block_reset). Default: DefaultBlockReset.
+	BlockReset time.Duration
 	// Counters, if set, is where the Store counts its decisions (see
 	// Store.Stats); several Stores may share one. Default: the Store's own.
 	Counters *Counters
@@ -68,6 +83,14 @@ func (c Config) Validate() error {
 		if l.Window%time.Microsecond != 0 {
 			return fmt.Errorf("window %s: must be a whole number of microseconds on redis", l.Window)
 		}
+	}
+	for _, d := range c.BlockFor {
+		if d <= 0 || d%time.Microsecond != 0 {
+			return fmt.Errorf("block_for %s: must be positive and a whole number of microseconds", d)
+		}
+	}
+	if c.BlockReset < 0 || c.BlockReset%time.Microsecond != 0 {
+		return fmt.Errorf("block_reset %s: must not be negative and a whole number of microseconds", c.BlockReset)
 	}
 	if c.OverLimitCacheKeys < 0 {
 		return fmt.Errorf("over-limit cache of %d keys: must not be negative", c.OverLimitCacheKeys)
@@ -86,8 +109,17 @@ func (c Config) algorithm() limiter.Algorithm {
 	return c.Algorithm
 }
 
-// args are the script's ARGV after op, cost, requests and scaled: burst,
-// max delay (µs), and count, window (µs), capacity per limit, every count
+// blockReset is c.BlockReset with its default.
+func (c Config) blockReset() time.Duration {
+	if c.BlockReset == 0 {
+		return DefaultBlockReset
+	}
+	return c.BlockReset
+}
+
+// args are the script's ARGV after op, cost, requests, scaled and clock:
+// burst, max delay (µs), block reset (µs), the number of block durations
+// and each (µs), and count, window (µs), capacity per limit, every count
 // and capacity at scale (limiter.ScaledCount: rounded down, at least 1).
 func (c Config) args(scale float64) []any {
 	algo := c.algorithm()
@@ -111,7 +143,10 @@ func (c Config) args(scale float64) []any {
 	if maxDelay == 0 {
 		maxDelay = limiter.DefaultMaxDelay
 	}
-	args := []any{at(burst), maxDelay.Microseconds()}
+	args := []any{at(burst), maxDelay.Microseconds(), c.blockReset().Microseconds(), len(c.BlockFor)}
+	for _, d := range c.BlockFor {
+		args = append(args, d.Microseconds())
+	}
 	for i, l := range c.Limits {
 		capacity := l.Count
 		switch {

@@ -49,6 +49,25 @@
 // limits and times (the tests compare them): same Remaining, Reset and
 // RetryAfter formulas, all-or-nothing across limits, cost, Refund.
 //
+// # Blocks, charges, leases
+//
+// With Config.BlockFor, a key's block lives in a hash of its own beside
+// its counters ("<prefix>{<tag>}:block": until, offences, when they are
+// forgotten; TTL the block plus BlockReset), read and started by the
+// decision's script itself: a blocked key is denied without taking
+// units, and a denial starts the next block of the escalation, in the
+// same round trip (Decide, Check; see block.go). Reset lifts it.
+//
+// Units taken after the response (count_status, cost_header) are a Check
+// before the request (one unit left, nothing taken) and a ChargeScaled
+// after it, which takes the units past the limits if need be; charge.go
+// gives the semantics per algorithm.
+//
+// Leases (max_concurrent) are a separate type, Leases: per key a sorted
+// set of lease ids scored by expiry on Redis's clock, acquired by one
+// script, renewed by one goroutine per Leases in one pipelined call, and
+// released with ZREM (lease.go).
+//
 // # Memory
 //
 // Every admission sets a PEXPIRE on the key's Redis keys: until the

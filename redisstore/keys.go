@@ -49,17 +49,21 @@ func Escape(key string) string {
 
 // RedisKeys returns the Redis keys that hold key's state, in the order the
 // script takes them: the hash, then (sliding_log) one ZSET per limit,
-// "<prefix>{<tag>}" and "<prefix>{<tag>}:log:<i>". All share the hash tag,
-// hence one Cluster slot.
+// "<prefix>{<tag>}" and "<prefix>{<tag>}:log:<i>", then, with blocks
+// (Config.BlockFor), the block's hash "<prefix>{<tag>}:block". All share
+// the hash tag, hence one Cluster slot.
 func (s *Store) RedisKeys(key string) []string {
 	base := s.prefix + "{" + Escape(key) + "}"
-	if s.logs == 0 {
+	if s.logs == 0 && !s.blocks {
 		return []string{base}
 	}
-	keys := make([]string, 1, 1+s.logs)
+	keys := make([]string, 1, 2+s.logs)
 	keys[0] = base
 	for i := range s.logs {
 		keys = append(keys, base+":log:"+strconv.Itoa(i+1))
+	}
+	if s.blocks {
+		keys = append(keys, base+blockSuffix)
 	}
 	return keys
 }

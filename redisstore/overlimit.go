@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // maxCachedKey is the longest key the over-limit cache keeps: longer keys
@@ -21,7 +19,9 @@ const maxCachedFor = time.Second
 // overLimit remembers keys Redis denied, until the denial's RetryAfter
 // (Envoy's over-limit cache): a request of such a key, of at least the
 // cost denied and at the same scale, is denied without a round trip, with
-// the denial's headers counted down.
+// the denial's headers counted down. A blocked key's denial is one like
+// the others (RetryAfter the block's rest, Block.Started cleared on a
+// hit); Reset, which lifts a block, forgets the key here.
 type overLimit struct {
 	seed   maphash.Seed
 	per    int // keys a shard holds at most
@@ -41,7 +41,7 @@ type denial struct {
 	scale float64
 	at    time.Time // when it was answered
 	until time.Time
-	d     limiter.Decision
+	d     Decision
 }
 
 func newOverLimit(keys int) *overLimit {
@@ -59,16 +59,17 @@ func (c *overLimit) shard(key string) *deniedShard {
 // get returns key's denial as of now if it still holds for a request of
 // cost at scale; else the forget count of the key's shard, to give put
 // with the denial of the call that follows.
-func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (d limiter.Decision, ok bool, epoch uint64) {
+func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (d Decision, ok bool, epoch uint64) {
 	sh := c.shard(key)
 	sh.mu.RLock()
 	e, found := sh.keys[key]
 	epoch = sh.epoch
 	sh.mu.RUnlock()
 	if !found || cost < e.cost || scale != e.scale || !now.Before(e.until) {
-		return limiter.Decision{}, false, epoch
+		return Decision{}, false, epoch
 	}
 	d = e.d
+	d.Block.Started = false // the call that was cached started it
 	gone := now.Sub(e.at)
 	d.RetryAfter = max(d.RetryAfter-gone, 0)
 	for i := 0; i < d.Len; i++ {
@@ -84,7 +85,7 @@ func (c *overLimit) get(key string, cost int64, scale float64, now time.Time) (d
 // may have come back after Redis decided). A full
 // shard first forgets its expired denials (at most once a second); if it
 // is still full, the key is not kept.
-func (c *overLimit) put(key string, cost int64, scale float64, now time.Time, epoch uint64, d limiter.Decision) {
+func (c *overLimit) put(key string, cost int64, scale float64, now time.Time, epoch uint64, d Decision) {
 	if d.RetryAfter <= 0 || len(key) > maxCachedKey {
 		return
 	}

@@ -79,7 +79,7 @@ func TestOverLimitCache(t *testing.T) {
 func TestOverLimitCacheBounded(t *testing.T) {
 	c := newOverLimit(32) // 16 shards of 2
 	now := time.Now()
-	deny := limiter.Decision{RetryAfter: time.Minute, Len: 1}
+	deny := Decision{Decision: limiter.Decision{RetryAfter: time.Minute, Len: 1}}
 	for i := range 1000 {
 		c.put(fmt.Sprint("k", i), 1, 1, now, 0, deny)
 	}

@@ -9,6 +9,10 @@ local function commit(i, r)
   set('a' .. i, r.a); set('b' .. i, r.b)
   return r.keep
 end
+local function take(i, c)
+  local a, b, full = tat_after(backlog(A[i], B[i], N[i]) + c * W[i], N[i])
+  return {a = a, b = b, keep = full}
+end
 local function refund(i, c)
   local a, b = gcra_refund(A[i], B[i], N[i], W[i], c)
   if a then set('a' .. i, a); set('b' .. i, b) end

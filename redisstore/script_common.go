@@ -13,20 +13,26 @@ package redisstore
 // 1e-16. Values are written back with string.format('%d'), never through
 // Lua's 14-digit tostring.
 //
-// KEYS[1] is the key's hash; the sliding log adds one ZSET per limit.
-// ARGV: 1 op ("a" allow, "p" peek: decide but take nothing, "r" refund),
-// 2 cost, 3 requests (the number of requests of that cost decided one
-// after the other: coalesced requests of one key), 4 scaled ("1" when the
-// counts are a scale of the rule's: a token bucket fuller than full is
-// then read as full, as limiter's), 5 burst capacity in front of a window
-// algorithm (0: none), 6 leaky bucket max delay (µs), then per limit:
-// count, window (µs), capacity (token bucket) or queue depth (leaky
-// bucket).
+// KEYS[1] is the key's hash; the sliding log adds one ZSET per limit;
+// with blocks (block_for), the last key is the block's hash (see
+// block.go). ARGV: 1 op ("a" allow, "p" peek: decide but take nothing,
+// "k" check: a peek that starts a block when it denies, "t" take: charge
+// the units whatever the limits, "r" refund), 2 cost, 3 requests (the
+// number of requests of that cost decided one after the other: coalesced
+// requests of one key), 4 scaled ("1" when the counts are a scale of the
+// rule's: a token bucket fuller than full is then read as full, as
+// limiter's), 5 clock (µs; 0: Redis's TIME, tests only set it), 6 burst
+// capacity in front of a window algorithm (0: none), 7 leaky bucket max
+// delay (µs), 8 block reset (µs), 9 the number of block durations nb,
+// then nb durations (µs), then per limit: count, window (µs), capacity
+// (token bucket) or queue depth (leaky bucket).
 //
-// The reply to "a" and "p" is one decision per request, {allowed,
+// The reply to "a", "p" and "k" is one decision per request, {allowed,
 // retry_after_us, delay_us, now_us, remaining_1, reset_us_1, remaining_2,
-// reset_us_2, …} each, one after the other, ending at the first denial
-// (the requests after it would get the same: nothing changed); to "r", 1.
+// reset_us_2, …} each (with blocks, followed by blocked_until_us (0: not
+// blocked), offences, started (1: this request started the block)), one
+// after the other, ending at the first denial (the requests after it
+// would get the same: nothing changed); to "r" and "t", 1.
 
 // luaPrelude parses the arguments and reads the server's clock. TIME is
 // non-deterministic: Redis ≥ 5 replicates a script's effects (its writes),
@@ -36,25 +42,36 @@ package redisstore
 const luaPrelude = `
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local floor, max, min = math.floor, math.max, math.min
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 local op = ARGV[1]
 local cost = tonumber(ARGV[2])
 local reps = tonumber(ARGV[3])
 local scaled = ARGV[4] == '1'
-local burst = tonumber(ARGV[5])
-local maxdelay = tonumber(ARGV[6])
-local L = (#ARGV - 6) / 3
+local now = tonumber(ARGV[5])
+if now <= 0 then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+end
+local burst = tonumber(ARGV[6])
+local maxdelay = tonumber(ARGV[7])
+local breset = tonumber(ARGV[8])
+local nb = tonumber(ARGV[9])
+local BD = {}
+for j = 1, nb do BD[j] = tonumber(ARGV[9 + j]) end
+local base = 9 + nb
+local L = (#ARGV - base) / 3
 local N, W, C = {}, {}, {}
 local longest, bi = 0, 1
 for i = 1, L do
-  N[i] = tonumber(ARGV[4 + 3 * i])
-  W[i] = tonumber(ARGV[5 + 3 * i])
-  C[i] = tonumber(ARGV[6 + 3 * i])
+  N[i] = tonumber(ARGV[base + 3 * i - 2])
+  W[i] = tonumber(ARGV[base + 3 * i - 1])
+  C[i] = tonumber(ARGV[base + 3 * i])
   if W[i] > longest then longest = W[i] end
   if W[i] < W[bi] then bi = i end
 end
 local H = KEYS[1]
+-- BK is the block's hash (nil: no blocks); NC the keys of the counters
+local BK, NC = nil, #KEYS
+if nb > 0 then BK, NC = KEYS[#KEYS], #KEYS - 1 end
 local put = {}
 local function set(f, v) put[#put + 1] = f; put[#put + 1] = string.format('%d', v) end
 
@@ -145,10 +162,30 @@ local function gcra_refund(t, f, n, w, c)
 end
 `
 
-// luaDriver decides with the algorithm's step, prepare, commit and refund
-// functions, and the burst bucket (window algorithms) in front: once per
-// request, reading the state again after each admission.
+// luaDriver decides with the algorithm's step, prepare, commit, take and
+// refund functions, and the burst bucket (window algorithms) in front:
+// once per request, reading the state again after each admission. A key
+// whose block is in force is denied before any limit is looked at; a
+// denial (of "a" or "k") starts the next block. "t" charges: take(i, c)
+// is limit i's state after c more units, whatever its limit.
 const luaDriver = `
+-- clamp makes a scaled request's token buckets at most full (limiter's
+-- atMostFull), before it is decided or charged
+local function clamp()
+  for i = 1, L do
+    local a, b
+    if tat_limits then a, b = at_most_full(A[i], B[i], N[i], W[i], C[i]) end
+    if a then A[i], B[i] = a, b; set('a' .. i, a); set('b' .. i, b) end
+  end
+  if burst > 0 then
+    local a, b = at_most_full(BA, BB, N[bi], W[bi], burst)
+    if a then BA, BB = a, b; set('ba', a); set('bb', b) end
+  end
+end
+local function expire(keep)
+  local ms = cdiv(keep, 1000)
+  for k = 1, NC do redis.call('PEXPIRE', KEYS[k], ms) end
+end
 if op == 'r' then
   prepare()
   if cost > 0 then
@@ -161,19 +198,51 @@ if op == 'r' then
   end
   return 1
 end
+if op == 't' then
+  -- charge: every limit (and the burst bucket) takes cost units, past
+  -- its limit if need be; blocks do not apply
+  prepare()
+  if cost > 0 then
+    if scaled then clamp() end
+    local keep = 1
+    for i = 1, L do keep = max(keep, commit(i, take(i, cost))) end
+    if burst > 0 then
+      local a, b, full = tat_after(backlog(BA, BB, N[bi]) + cost * W[bi], N[bi])
+      set('ba', a); set('bb', b)
+      keep = max(keep, full)
+    end
+    redis.call('HSET', H, unpack(put))
+    expire(keep)
+  end
+  return 1
+end
+-- the block: until (µs), offences remembered
+local BU, BN = 0, 0
+if BK then
+  local v = redis.call('HMGET', BK, 'u', 'n', 'e')
+  BU = tonumber(v[1]) or 0
+  if (tonumber(v[3]) or 0) > now then BN = tonumber(v[2]) or 0 end
+end
+local function blockout(out, started)
+  if not BK then return out end
+  local u = 0
+  if BU > now then u = BU end
+  out[#out + 1] = u; out[#out + 1] = BN; out[#out + 1] = started
+  return out
+end
 local function once()
 prepare()
-if scaled and op == 'a' and cost > 0 then
+if BU > now then
+  -- blocked: denied for the block's rest, nothing taken or started
+  local rest = BU - now
+  local out = {0, rest, 0, now}
   for i = 1, L do
-    local a, b
-    if tat_limits then a, b = at_most_full(A[i], B[i], N[i], W[i], C[i]) end
-    if a then A[i], B[i] = a, b; set('a' .. i, a); set('b' .. i, b) end
+    local r = step(i, 0)
+    out[#out + 1] = 0; out[#out + 1] = max(r.reset, rest)
   end
-  if burst > 0 then
-    local a, b = at_most_full(BA, BB, N[bi], W[bi], burst)
-    if a then BA, BB = a, b; set('ba', a); set('bb', b) end
-  end
+  return blockout(out, 0), false
 end
+if scaled and op == 'a' and cost > 0 then clamp() end
 local res = {}
 local allowed, retry, never = true, 0, false
 for i = 1, L do
@@ -202,6 +271,17 @@ if not allowed and cost > 0 then
 end
 if br and br.rem < res[bi].rem then res[bi].rem = br.rem end
 if cost == 0 then allowed, retry = true, 0 end
+local started = 0
+if BK and not allowed and op ~= 'p' then
+  -- the rule denied: a block at the next level of escalation
+  BN = BN + 1
+  local d = BD[min(BN, nb)]
+  BU = now + d
+  redis.call('HSET', BK, 'u', string.format('%d', BU), 'n', string.format('%d', BN), 'e', string.format('%d', BU + breset))
+  redis.call('PEXPIRE', BK, cdiv(d + breset, 1000))
+  started = 1
+  retry = max(retry, d)
+end
 local delay = 0
 if allowed and cost > 0 then delay = res[1].delay or 0 end
 if allowed and cost > 0 and op == 'a' then
@@ -212,14 +292,13 @@ if allowed and cost > 0 and op == 'a' then
     keep = max(keep, br.keep)
   end
   redis.call('HSET', H, unpack(put))
-  local ms = cdiv(keep, 1000)
-  for k = 1, #KEYS do redis.call('PEXPIRE', KEYS[k], ms) end
+  expire(keep)
 elseif #put > 0 then
   redis.call('HSET', H, unpack(put)) -- buckets made at most full: the key is there
 end
 local out = {allowed and 1 or 0, retry, delay, now}
 for i = 1, L do out[#out + 1] = res[i].rem; out[#out + 1] = res[i].reset end
-return out, allowed
+return blockout(out, started), allowed
 end
 local all = {}
 for k = 1, reps do

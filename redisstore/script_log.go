@@ -3,10 +3,12 @@ package redisstore
 // luaSlidingLog keeps the admissions of the last window, as limiter's
 // sliding_log. Per limit i, KEYS[1+i] is a ZSET of events: score = the
 // time (µs), member = "<seq>:<units>" (seq from the hash's field s, so
-// members are unique; one event per admission, whatever its cost). b<i> in
-// the hash is the units the ZSET holds, so a decision reads the expired
-// events only, never the whole log. Each event holds at least one unit and
-// the units held never exceed the limit: a ZSET has at most Count members.
+// members are unique; one event per admission or charge, whatever its
+// cost). b<i> in the hash is the units the ZSET holds, so a decision reads
+// the expired events only, never the whole log. Each event holds at least
+// one unit and admissions never take the units held past the limit: a
+// ZSET has at most Count members, and one more per charge taken while
+// the limit was reached (requests in flight, see charge.go).
 // Expired events are removed when a request is admitted; a denial writes
 // nothing. Every key lives for the longest window after the newest event.
 // Refund: units come back from the newest events.
@@ -68,6 +70,7 @@ local function commit(i, r)
   if i == L then set('s', seq) end
   return t + longest - now
 end
+local function take(i, c) return {} end -- commit adds the event of cost units
 local function refund(i, c)
   local z = KEYS[1 + i]
   local held = B[i]

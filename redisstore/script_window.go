@@ -26,6 +26,13 @@ local function commit(i, r)
   set('a' .. i, r.a); set('b' .. i, r.b)
   return r.a + W[i] - now
 end
+local function take(i, c)
+  local start, count = A[i], B[i]
+  local cur = align(now, W[i])
+  if cur < start then cur = start end
+  if cur ~= start then count = 0 end
+  return {a = cur, b = count + c}
+end
 local function refund(i, c)
   if A[i] > 0 and A[i] == align(now, W[i]) then set('b' .. i, max(B[i] - c, 0)) end
 end
@@ -79,6 +86,15 @@ end
 local function commit(i, r)
   set('a' .. i, r.a); set('b' .. i, r.b); set('c' .. i, r.c)
   return r.a + 2 * W[i] - now
+end
+local function take(i, c)
+  local w, start = W[i], A[i]
+  local cur = align(now, w)
+  if cur < start then cur = start end
+  local prev, curr = 0, 0
+  if start >= cur then prev, curr = B[i], Cc[i]
+  elseif start >= cur - w then prev = Cc[i] end
+  return {a = cur, b = prev, c = curr + c}
 end
 local function refund(i, c)
   if A[i] > 0 and A[i] >= align(now, W[i]) - W[i] then set('c' .. i, max(Cc[i] - c, 0)) end

@@ -45,6 +45,10 @@ type Store struct {
 	stats   *Counters
 	scaled  sync.Map     // scale → its arguments (argsAt)
 	scales  atomic.Int64 // scales tried into scaled
+	blocks  bool         // Config.BlockFor is set: the last Redis key is the block's
+	// clock, if set, is the scripts' time instead of Redis's TIME: tests
+	// only, to step time exactly
+	clock func() time.Time
 }
 
 // New returns a Store for cfg on client, or cfg's validation error. It does
@@ -57,7 +61,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg.Limits = append([]limiter.Limit(nil), cfg.Limits...)
-	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now}
+	cfg.BlockFor = append([]time.Duration(nil), cfg.BlockFor...)
+	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now, blocks: len(cfg.BlockFor) > 0}
 	s.stats = cfg.Counters
 	if s.stats == nil {
 		s.stats = new(Counters)
@@ -106,28 +111,39 @@ func (s *Store) Allow(ctx context.Context, key string, cost int64) (limiter.Deci
 // 0 or less denies everything, without a call. The key's state is the same
 // whatever the scale. With Config.OverLimitCacheKeys, a key Redis denied
 // is denied again without a call until the denial's RetryAfter; with
-// Config.Coalesce, concurrent requests of one key share calls.
+// Config.Coalesce, concurrent requests of one key share calls. It is
+// Decide without the block.
 func (s *Store) AllowScaled(ctx context.Context, key string, cost int64, scale float64) (limiter.Decision, error) {
+	d, err := s.Decide(ctx, key, cost, scale)
+	return d.Decision, err
+}
+
+// Decide is AllowScaled with the key's block (Config.BlockFor): a key
+// whose block is in force is denied (RetryAfter the block's rest, every
+// Remaining 0) without taking units, and a denial starts the key's next
+// block (Block.Started, RetryAfter at least its duration). One round trip,
+// as without blocks.
+func (s *Store) Decide(ctx context.Context, key string, cost int64, scale float64) (Decision, error) {
 	if !(scale > 0) {
-		return s.blocked(), nil
+		return Decision{Decision: s.blocked()}, nil
 	}
 	var start time.Time
 	var epoch uint64
 	if s.denied != nil && cost > 0 {
 		start = s.now()
-		var d limiter.Decision
+		var d Decision
 		var ok bool
 		if d, ok, epoch = s.denied.get(key, cost, scale, start); ok {
 			s.stats.OverLimitCached.Add(1)
 			return d, nil
 		}
 	}
-	var d limiter.Decision
+	var d Decision
 	var err error
 	if s.flights != nil && cost > 0 {
 		d, err = s.flights.allow(ctx, flightKey{key, cost, scale}, s.allowN)
 	} else {
-		var ds []limiter.Decision
+		var ds []Decision
 		ds, err = s.allowN(ctx, flightKey{key, cost, scale}, 1, false)
 		if err == nil {
 			d = ds[0]
@@ -145,7 +161,7 @@ func (s *Store) AllowScaled(ctx context.Context, key string, cost int64, scale f
 // allowN decides n requests of k in one call: the decisions up to and
 // including the first denial. A gathered call (see callN) that times out
 // is not held against Redis by the breaker.
-func (s *Store) allowN(ctx context.Context, k flightKey, n int, gathered bool) ([]limiter.Decision, error) {
+func (s *Store) allowN(ctx context.Context, k flightKey, n int, gathered bool) ([]Decision, error) {
 	s.stats.Calls.Add(1)
 	if n > 1 {
 		s.stats.Coalesced.Add(uint64(n - 1))
@@ -153,19 +169,21 @@ func (s *Store) allowN(ctx context.Context, k flightKey, n int, gathered bool) (
 	return s.decide(ctx, k.key, "a", k.cost, n, k.scale, gathered)
 }
 
-// Peek is Allow without taking anything: what Allow would decide now. It
-// writes nothing (a sliding log's expired events stay until an admission),
-// and neither reads nor fills the over-limit cache.
+// Peek is Allow without taking anything: what Allow would decide now (a
+// blocked key is denied). It writes nothing (a sliding log's expired
+// events stay until an admission, a denial starts no block), and neither
+// reads nor fills the over-limit cache.
 func (s *Store) Peek(ctx context.Context, key string, cost int64) (limiter.Decision, error) {
 	ds, err := s.decide(ctx, key, "p", cost, 1, 1, false)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
-	return ds[0], nil
+	return ds[0].Decision, nil
 }
 
-// Reset forgets key's state: its next request finds every limit whole.
-// It also forgets the key in this Store's over-limit cache (other
+// Reset forgets key's state: its next request finds every limit whole,
+// and its block, if any, is lifted with its offences (admin's DELETE of a
+// key). It also forgets the key in this Store's over-limit cache (other
 // processes keep theirs until their denial's RetryAfter).
 func (s *Store) Reset(ctx context.Context, key string) error {
 	if s.denied != nil {
@@ -190,13 +208,16 @@ func (s *Store) blocked() limiter.Decision {
 
 // decide runs the script for op "a" or "p" on n requests and reads its
 // reply: at least one decision, at most n.
-func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool) ([]limiter.Decision, error) {
+func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool) ([]Decision, error) {
 	res, err := s.run(ctx, key, op, cost, n, scale, gathered)
 	if err != nil {
 		return nil, err
 	}
 	v, ok := res.([]any)
 	each := 4 + 2*len(s.cfg.Limits)
+	if s.blocks {
+		each += 3
+	}
 	if !ok || len(v) == 0 || len(v)%each != 0 || len(v)/each > n {
 		return nil, fmt.Errorf("redisstore: unexpected reply %v", res)
 	}
@@ -206,7 +227,7 @@ func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, s
 			return nil, fmt.Errorf("redisstore: unexpected reply %v", res)
 		}
 	}
-	ds := make([]limiter.Decision, len(v)/each)
+	ds := make([]Decision, len(v)/each)
 	for j := range ds {
 		s.read(&ds[j], num[j*each:(j+1)*each], scale)
 	}
@@ -214,7 +235,8 @@ func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, s
 }
 
 // read fills d from one decision of the script's reply.
-func (s *Store) read(d *limiter.Decision, n []int64, scale float64) {
+func (s *Store) read(rd *Decision, n []int64, scale float64) {
+	d := &rd.Decision
 	d.Allowed = n[0] == 1
 	d.RetryAfter = us(n[1])
 	d.Delay = us(n[2])
@@ -223,6 +245,13 @@ func (s *Store) read(d *limiter.Decision, n []int64, scale float64) {
 		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, scale), Window: l.Window, Remaining: max(n[4+2*i], 0), Reset: us(n[5+2*i])}
 	}
 	s.effective(d, scale)
+	if s.blocks {
+		b := n[4+2*len(s.cfg.Limits):]
+		if b[0] > 0 {
+			rd.Block.Until = time.UnixMicro(b[0])
+		}
+		rd.Block.Offences, rd.Block.Started = b[1], b[2] == 1
+	}
 }
 
 // Refund gives back cost units that Allow took for key moments ago (when
@@ -261,8 +290,8 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 	if scale != 1 {
 		rest, scaled = s.argsAt(scale), "1"
 	}
-	args := make([]any, 0, 4+len(rest))
-	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), max(n, 1), scaled)
+	args := make([]any, 0, 5+len(rest))
+	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), max(n, 1), scaled, s.clockArg())
 	args = append(args, rest...)
 	res, err := s.script.Run(ctx, s.client, s.RedisKeys(key), args...).Result()
 	if gathered && errors.Is(err, context.DeadlineExceeded) {
@@ -292,25 +321,29 @@ func (s *Store) argsAt(scale float64) []any {
 }
 
 // done reports a call's outcome to the breaker and wraps its error.
-func (s *Store) done(err error) error {
+func (s *Store) done(err error) error { return finish(s.breaker, err) }
+
+// finish reports a call's outcome to breaker (nil: none) and wraps its
+// error.
+func finish(breaker *Breaker, err error) error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		// the caller gave up: says nothing of Redis (a probe cut short is
 		// retried after the interval)
 		return fmt.Errorf("redisstore: %w", err)
 	case err == nil:
-		if s.breaker != nil {
-			s.breaker.Success()
+		if breaker != nil {
+			breaker.Success()
 		}
 		return nil
 	case unavailable(err):
-		if s.breaker != nil {
-			s.breaker.Failure()
+		if breaker != nil {
+			breaker.Failure()
 		}
 		return fmt.Errorf("redisstore: %w: %w", ErrUnavailable, err)
 	}
-	if s.breaker != nil {
-		s.breaker.Success() // Redis answered
+	if breaker != nil {
+		breaker.Success() // Redis answered
 	}
 	return fmt.Errorf("redisstore: %w", err)
 }

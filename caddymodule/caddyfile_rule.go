@@ -101,6 +101,7 @@ var inheritedFields = map[string]func(dst, src *Rule){
 	"store":           func(dst, src *Rule) { dst.Store = src.Store },
 	"on_store_error":  func(dst, src *Rule) { dst.OnStoreError = src.OnStoreError },
 	"max_concurrent":  func(dst, src *Rule) { dst.MaxConcurrent = src.MaxConcurrent },
+	"lease_timeout":   func(dst, src *Rule) { dst.LeaseTimeout = src.LeaseTimeout },
 }
 
 // inherit fills in what s does not set from the defaults.
@@ -241,6 +242,11 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "max_concurrent":
 		return countArg(d, &r.MaxConcurrent)
+
+	case "lease_timeout":
+		t, err := intervalArg(d, "lease_timeout")
+		r.LeaseTimeout = caddy.Duration(t)
+		return err
 
 	case "by":
 		words, err := parseBy(d)

@@ -40,11 +40,12 @@ func (r *Rule) concurrentOnly() bool { return len(r.Limits) == 0 && r.MaxConcurr
 func (r *Rule) checkConcurrent() error {
 	switch {
 	case r.MaxConcurrent == 0:
-		return nil
+		return r.checkLeaseTimeout()
 	case r.MaxConcurrent < 0 || r.MaxConcurrent > math.MaxUint32:
 		return fmt.Errorf("max_concurrent %d: must be a whole number from 1 to %d", r.MaxConcurrent, uint32(math.MaxUint32))
-	case r.Store == storeRedis:
-		return fmt.Errorf("max_concurrent with store redis is not yet supported: use store local (with scope cluster, N holds for the whole cluster)")
+	}
+	if err := r.checkLeaseTimeout(); err != nil {
+		return err
 	}
 	if !r.concurrentOnly() {
 		return nil
@@ -169,6 +170,8 @@ type inFlightSlots struct {
 	buf  [2]limiter.Slot
 	n    int
 	more []limiter.Slot // past len(buf)
+
+	leases []heldLease // store redis (concurrency_store.go)
 }
 
 // release gives every place back; a second call does nothing.
@@ -179,6 +182,9 @@ func (s *inFlightSlots) release() {
 	for i := range s.more {
 		s.more[i].Release()
 	}
+	for _, l := range s.leases {
+		l.release()
+	}
 	*s = inFlightSlots{}
 }
 
@@ -186,19 +192,26 @@ func (s *inFlightSlots) release() {
 type admitOutcome uint8
 
 const (
-	concAdmitted admitOutcome = iota
-	concRefused               // the key has its N in flight
-	concFull                  // the rule's table of keys in flight is full
-	concShadow                // a shadow rule would have refused: served
+	concAdmitted    admitOutcome = iota
+	concRefused                  // the key has its N in flight
+	concFull                     // the rule's table of keys in flight is full
+	concShadow                   // a shadow rule would have refused: served
+	concUnavailable              // store redis failed, on_store_error fail_closed: 503
+	concClientGone               // the client went away during the call to Redis
 )
 
 // admit takes a place for the request in ru's max_concurrent, kept in
 // slots, and writes its headers if admitted. A rule with scope cluster
 // admits up to this node's cap of the key's global N. n is N at the
 // request's scale.
-func (ru *rule) admit(a *App, hdr http.Header, f facts, slots *inFlightSlots) (out admitOutcome, n int64) {
+func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFlightSlots) (out admitOutcome, n int64) {
 	c := ru.conc
 	n = int64(ru.MaxConcurrent)
+	if ru.store != nil && ru.store.leases != nil {
+		if out, handled := ru.admitLease(q, f, slots, hdr); handled {
+			return out, n
+		}
+	}
 	if f.scale != 1 {
 		n = 0 // a factor of 0 blocks
 		if f.scale > 0 {
@@ -247,7 +260,7 @@ func (ru *rule) admit(a *App, hdr http.Header, f facts, slots *inFlightSlots) (o
 // units included). On a refusal it gives that back and answers: stop is
 // true, and err is ServeHTTP's return.
 func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f facts, took *takings, slots *inFlightSlots) (stop bool, err error) {
-	out, n := ru.admit(h.app, w.Header(), f, slots)
+	out, n := ru.admit(h.app, q, w.Header(), f, slots)
 	if ru.concurrentOnly() {
 		ru.stats.decided(f.key, 1, out == concAdmitted, ru.Shadow)
 	}
@@ -258,6 +271,14 @@ func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f
 		ru.setConcurrentHeaders(w.Header(), n, 0)
 		h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: 1e9}, true)
 		return false, nil
+	case concClientGone:
+		slots.release()
+		h.undo(w.Header(), q.r, took, q.now)
+		return true, caddyhttp.Error(statusClientClosed, q.r.Context().Err())
+	case concUnavailable:
+		slots.release()
+		h.undo(w.Header(), q.r, took, q.now)
+		return true, ru.unavailable(w)
 	}
 	slots.release() // this handler's, at once; an earlier handler's when it returns
 	h.undo(w.Header(), q.r, took, q.now)

@@ -151,7 +151,9 @@ func TestMaxConcurrentConfig(t *testing.T) {
 		{Rule{Name: "a", MaxConcurrent: -1}, true},
 		{Rule{Name: "a", MaxConcurrent: 3, Burst: 2}, true},
 		{Rule{Name: "a", MaxConcurrent: 3, Cost: "2"}, true},
-		{Rule{Name: "a", MaxConcurrent: 3, Store: storeRedis}, true},
+		{Rule{Name: "a", MaxConcurrent: 3, Store: storeRedis}, false},
+		{Rule{Name: "a", MaxConcurrent: 3, LeaseTimeout: 1e9}, true},
+		{Rule{Name: "a", MaxConcurrent: 3, Store: storeRedis, LeaseTimeout: 1e6 + 1}, true},
 		{Rule{Name: "a"}, true},
 	} {
 		if err := c.rule.validate(); (err != nil) != c.err {

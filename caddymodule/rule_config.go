@@ -169,8 +169,15 @@ type Rule struct {
 	// Over it, 429 with Retry-After: 1 (503 when the rule's table of keys
 	// in flight, max_keys, is full). A rule may have it alone (no limits)
 	// or beside its limits (all must pass). With scope cluster, N holds
-	// for the whole cluster. Not with store redis yet. Default: 0, off.
+	// for the whole cluster; with store redis, for every node sharing the
+	// Redis (a lease per request). Default: 0, off.
 	MaxConcurrent int `json:"max_concurrent,omitempty"`
+
+	// LeaseTimeout is, for max_concurrent with store redis, how long a
+	// request's lease lives in Redis unless renewed (every third of it
+	// while the request runs): a crashed node's requests stop counting
+	// after it. Whole milliseconds. Default: 1m.
+	LeaseTimeout caddy.Duration `json:"lease_timeout,omitempty"`
 
 	clustered bool // scope cluster, with a cluster: set at Provision
 }

@@ -193,3 +193,26 @@ func BenchmarkMaxConcurrent(b *testing.B) {
 		})
 	}
 }
+
+// TestMaxConcurrentRulesFile: the EdgeByte YAML reads max_concurrent as
+// the Caddyfile does, alone or beside a limit.
+func TestMaxConcurrentRulesFile(t *testing.T) {
+	rules, err := parseRulesFile([]byte(`rate_limit:
+  - path: /downloads/*
+    max_concurrent: 2
+  - path: /ws/*
+    limit: 60
+    window: 1m
+    max_concurrent: 3
+    by: header X-User
+`), "rules.yaml", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 2 || rules[0].MaxConcurrent != 2 || len(rules[0].Limits) != 0 || rules[1].MaxConcurrent != 3 || len(rules[1].Limits) != 1 {
+		t.Fatalf("rules %+v", rules)
+	}
+	if _, err := parseRulesFile([]byte("rate_limit:\n  - path: /x\n    max_concurrent: 0\n"), "rules.yaml", "p"); err == nil || !strings.Contains(err.Error(), "rules.yaml:3") {
+		t.Errorf("max_concurrent 0: %v, want an error at rules.yaml:3", err)
+	}
+}

@@ -104,3 +104,26 @@ func (r *Rule) checkLeaseTimeout() error {
 	}
 	return nil
 }
+
+// storeInFlight is key's leases in force in Redis, the whole fleet's (0
+// for a rule without max_concurrent).
+func storeInFlight(ctx context.Context, st *ruleStore, key string) (int64, error) {
+	if st.leases == nil {
+		return 0, nil
+	}
+	return st.leases.InFlight(ctx, key)
+}
+
+// storeKeyInFlight sets a key view's requests in flight from Redis.
+func storeKeyInFlight(v *keyView, e ruleEntry, st *ruleStore, n int64) {
+	if st.leases == nil {
+		return
+	}
+	v.InFlight, v.MaxConcurrent = &n, e.rule.MaxConcurrent
+	if e.rule.concurrentOnly() {
+		v.Limits = []keyLimitView{}
+		v.Allowed, v.RetryAfterSeconds = n < int64(e.rule.MaxConcurrent), 0
+	} else if n >= int64(e.rule.MaxConcurrent) {
+		v.Allowed = false
+	}
+}

@@ -381,6 +381,13 @@ func TestConcurrencyRedis(t *testing.T) {
 		if n := b.inSlow.Load(); n != 3 {
 			t.Fatalf("round %d: upstream holds %d, want 3", round, n)
 		}
+		var kv struct {
+			InFlight *int64 `json:"in_flight"`
+		}
+		nodes[1].adminJSON(t, "/rate_limit/rules/conc/keys/erin", &kv)
+		if kv.InFlight == nil || *kv.InFlight != 3 {
+			t.Errorf("round %d: key view in_flight %v, want 3 (the fleet's leases)", round, kv.InFlight)
+		}
 		close(b.release)
 		for range 3 {
 			if c := <-codes; c != 200 {

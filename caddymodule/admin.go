@@ -187,7 +187,7 @@ func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
 	if st := storeOf(e); st != nil {
 		return serveStoreKey(w, e, st, key)
 	}
-	if !e.lim.Contains(key) && !hasBlock(e, key) {
+	if n, _ := inFlightOf(e, key); n == 0 && !e.lim.Contains(key) && !hasBlock(e, key) {
 		return apiError(http.StatusNotFound, "rule %q has no state for key %q (never seen, idle and swept, or evicted)", e.name, key)
 	}
 	if _, ok := e.rule.Tiers[tier]; tier != "" && !ok {
@@ -206,6 +206,7 @@ func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
 		return resetStoreKey(w, e, st, key)
 	}
 	found := e.lim.Delete(key)
+	found = forgetInFlight(e, key) || found
 	e.stats.forget(key)
 	found = liftBlock(e, key) || found // blocks.go
 	v := resetView{Rule: e.name, Key: key, Reset: found}

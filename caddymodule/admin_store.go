@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"time"
@@ -39,10 +40,11 @@ func serveStoreKey(w http.ResponseWriter, e ruleEntry, st *ruleStore, key string
 	ctx, cancel := context.WithTimeout(context.Background(), max(adminStoreTimeout, st.timeout))
 	defer cancel()
 	found, err := storeKeyExists(ctx, st, key)
-	if err != nil {
+	inFlight, lerr := storeInFlight(ctx, st, key)
+	if err = cmp.Or(err, lerr); err != nil {
 		return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
 	}
-	if !found {
+	if !found && inFlight == 0 {
 		return apiError(http.StatusNotFound, "rule %q has no state in redis for key %q (never seen, or idle and expired)", e.name, key)
 	}
 	now, err := st.store.Peek(ctx, key, 0)
@@ -59,6 +61,7 @@ func serveStoreKey(w http.ResponseWriter, e ruleEntry, st *ruleStore, key string
 	if err := withStoreBlock(ctx, &v, st, key); err != nil {
 		return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
 	}
+	storeKeyInFlight(&v, e, st, inFlight)
 	return writeJSON(w, v)
 }
 

@@ -35,6 +35,10 @@ type ruleView struct {
 	// one of their limits (see limiter.Limiter.EvictionCounts).
 	EvictionsLimited uint64        `json:"evictions_limited"`
 	Requests         statsSnapshot `json:"requests"`
+	// InFlight is, for a rule with max_concurrent, its requests in flight
+	// on this node, all keys; BusiestInFlight the keys with the most.
+	InFlight        *int64            `json:"in_flight,omitempty"`
+	BusiestInFlight []keyInFlightView `json:"busiest_in_flight,omitempty"`
 }
 
 // limitView is a limit in force.
@@ -68,6 +72,10 @@ type keyView struct {
 	// runs; Offences the key's blocks remembered (admin_blocks.go).
 	BlockedUntil *time.Time `json:"blocked_until,omitempty"`
 	Offences     int        `json:"offences,omitempty"`
+	// InFlight is, for a rule with max_concurrent, the key's requests in
+	// flight on this node, of MaxConcurrent.
+	InFlight      *int64 `json:"in_flight,omitempty"`
+	MaxConcurrent int    `json:"max_concurrent,omitempty"`
 }
 
 // keyLimitView is a key's state under one limit.
@@ -156,6 +164,7 @@ func describeRule(e ruleEntry) ruleView {
 	for _, l := range cfg.Limits {
 		v.Limits = append(v.Limits, limitView{Count: l.Count, Window: windowText(l.Window), WindowSeconds: l.Window.Seconds()})
 	}
+	ruleInFlight(&v, e)
 	return v
 }
 
@@ -175,7 +184,9 @@ func describeKey(e ruleEntry, key, tier string) keyView {
 	now := time.Now()
 	d := e.lim.PeekScaledAt(key, now, 0, v.Scale)
 	next := e.lim.PeekScaledAt(key, now, 1, v.Scale)
-	return keyViewOf(v, &d, &next)
+	v = keyViewOf(v, &d, &next)
+	keyInFlight(&v, e, key)
+	return v
 }
 
 // countryOfKey is the country the running config's geoip database gives a

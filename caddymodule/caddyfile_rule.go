@@ -100,6 +100,8 @@ var inheritedFields = map[string]func(dst, src *Rule){
 	"match":           func(dst, src *Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
 	"store":           func(dst, src *Rule) { dst.Store = src.Store },
 	"on_store_error":  func(dst, src *Rule) { dst.OnStoreError = src.OnStoreError },
+	"max_concurrent":  func(dst, src *Rule) { dst.MaxConcurrent = src.MaxConcurrent },
+	"lease_timeout":   func(dst, src *Rule) { dst.LeaseTimeout = src.LeaseTimeout },
 }
 
 // inherit fills in what s does not set from the defaults.
@@ -123,8 +125,11 @@ func (s *ruleSpec) finish() error {
 		}
 		return errAtToken(s.set["max_delay"], "rule %q: max_delay applies to leaky_bucket only, not %s", r.Name, algo)
 	}
-	if len(r.Limits) == 0 {
+	if len(r.Limits) == 0 && r.MaxConcurrent == 0 {
 		return errAtToken(s.start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
+	}
+	if err := r.checkConcurrent(); err != nil {
+		return errAtToken(s.at("max_concurrent"), "rule %q: %v", r.Name, err)
 	}
 	if err := r.checkMaxHeld(); err != nil {
 		return errAtToken(s.set["max_held"], "rule %q: %v", r.Name, err)
@@ -237,6 +242,14 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "max_held":
 		return countArg(d, &r.MaxHeld)
+
+	case "max_concurrent":
+		return countArg(d, &r.MaxConcurrent)
+
+	case "lease_timeout":
+		t, err := intervalArg(d, "lease_timeout")
+		r.LeaseTimeout = caddy.Duration(t)
+		return err
 
 	case "by":
 		words, err := parseBy(d)

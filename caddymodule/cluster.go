@@ -146,6 +146,7 @@ func (c *ClusterConfig) settings() (clusternode.Settings, error) {
 func resetLocal(rule, key string) {
 	if e, ok := registry.get(rule); ok {
 		e.lim.Delete(key)
+		forgetInFlight(e, key)
 		e.stats.forget(key)
 		liftLocal(e, key)
 	}
@@ -216,6 +217,12 @@ func (a *App) sharedRules() []gossip.Rule {
 	var out []gossip.Rule
 	for _, p := range a.pending {
 		if !p.rule.clustered {
+			continue
+		}
+		if c, ok := concurrentRule(p.name); ok && p.rule.MaxConcurrent > 0 {
+			out = append(out, c)
+		}
+		if p.rule.concurrentOnly() {
 			continue
 		}
 		lim := p.lim

@@ -171,6 +171,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			registry.release(r.Name)
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}
+		r.provisionConcurrency()
 		if r.Store == storeRedis {
 			if r.store, err = h.app.storeFor(r); err != nil {
 				registry.release(r.Name)

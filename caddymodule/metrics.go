@@ -88,6 +88,8 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descStoreUp
 	ch <- descStoreNodes
 	describeAbuse(ch) // metrics_abuse.go
+	ch <- descInFlight
+	ch <- descConcurrentRefused
 	decisionSeconds.Describe(ch)
 }
 
@@ -109,6 +111,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		all, limited := r.lim.EvictionCounts()
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(all-limited), r.name, "under_limit")
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(limited), r.name, "limited")
+		collectConcurrency(ch, r)
 		if r.rule.Algorithm == string(limiter.LeakyBucket) {
 			ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(r.stats.held.Load()), r.name)
 		}

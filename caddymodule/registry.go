@@ -52,6 +52,7 @@ type sharedLimiter struct {
 
 	blocks   *limiter.Blocks // block_for's blocked keys (blocks.go); nil without
 	blockCfg blockConfig     // what blocks was made for
+	conc     *concurrency    // max_concurrent's requests in flight, made on first use (concurrency.go)
 }
 
 // acquire returns the limiter registered under name if it can keep its

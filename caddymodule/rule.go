@@ -33,7 +33,8 @@ type rule struct {
 	tiers      map[string]float64 // the factor of each tier; nil without tiers
 	tierSource keySource
 
-	abuse abuse // block_for, count_status, cost_header (blocks.go, after.go)
+	abuse abuse            // block_for, count_status, cost_header (blocks.go, after.go)
+	conc  *ruleConcurrency // max_concurrent; nil without (concurrency.go)
 }
 
 // newRule provisions what a Rule needs per request (but its limiter and

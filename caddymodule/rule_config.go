@@ -196,6 +196,21 @@ type Rule struct {
 	// a matching status take the header's units. Not with leaky_bucket.
 	// Default: none.
 	CostHeader string `json:"cost_header,omitempty"`
+	// MaxConcurrent is at most how many requests of a key may be in
+	// flight at once: from admission until the response is written, the
+	// client goes away, or a hijacked connection (a WebSocket) closes.
+	// Over it, 429 with Retry-After: 1 (503 when the rule's table of keys
+	// in flight, max_keys, is full). A rule may have it alone (no limits)
+	// or beside its limits (all must pass). With scope cluster, N holds
+	// for the whole cluster; with store redis, for every node sharing the
+	// Redis (a lease per request). Default: 0, off.
+	MaxConcurrent int `json:"max_concurrent,omitempty"`
+
+	// LeaseTimeout is, for max_concurrent with store redis, how long a
+	// request's lease lives in Redis unless renewed (every third of it
+	// while the request runs): a crashed node's requests stop counting
+	// after it. Whole milliseconds. Default: 1m.
+	LeaseTimeout caddy.Duration `json:"lease_timeout,omitempty"`
 
 	clustered bool // scope cluster, with a cluster: set at Provision
 }
@@ -236,6 +251,9 @@ func (r *Rule) limiterConfig() limiter.Config {
 	}
 	for _, l := range r.Limits {
 		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: time.Duration(l.Window)})
+	}
+	if r.concurrentOnly() {
+		cfg.Limits = concurrentOnlyLimits // the registry's entry; never decides (concurrency.go)
 	}
 	return cfg
 }
@@ -293,6 +311,9 @@ func (r *Rule) checkFields() error {
 		return err
 	}
 	if err := r.checkAbuse(); err != nil {
+		return err
+	}
+	if err := r.checkConcurrent(); err != nil {
 		return err
 	}
 	return r.checkStore()

@@ -42,6 +42,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	var holds heldPlaces
 	defer holds.release()  // on every way out; after the delay at the latest
 	var after afterCharges // units to take once the response is known (after.go)
+	var slots inFlightSlots
+	defer slots.release() // max_concurrent: when the chain returns (concurrency.go)
 	for _, ru := range h.rules {
 		f, use, err := ru.factsOf(h.app, &q)
 		if err != nil {
@@ -54,6 +56,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if until, blocked := ru.blockedAt(f.key, q.now); blocked { // blocks.go
 			h.undo(w.Header(), r, &took, q.now)
 			return h.refuseBlocked(ru, w, &q, f, until.Sub(q.now))
+		}
+		if ru.conc != nil && ru.concurrentOnly() {
+			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
+				return err
+			}
+			continue
 		}
 		v := ru.decideFacts(h.app, &q, f)
 		switch v.from {
@@ -105,6 +113,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		took.add(v.taken(ru, f.key, cost))
 		if !ru.Shadow { // a shadow rule never holds a request either
 			delay = max(delay, d.Delay)
+		}
+		if ru.conc != nil {
+			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
+				return err
+			}
 		}
 	}
 	if timed {

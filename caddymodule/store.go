@@ -235,6 +235,7 @@ type ruleStore struct {
 	logger  *zap.Logger
 
 	fleetKey redispool.FleetKey // the nodes sharing the Redis and key prefix: on_store_error local takes 1/N
+	leases   *redisstore.Leases // max_concurrent's (concurrency_store.go); nil without
 
 	down       atomic.Bool  // the last call failed
 	lastLog    atomic.Int64 // Unix ns of the last failure logged
@@ -278,6 +279,7 @@ func (u *redisUse) start(logger *zap.Logger) {
 
 // cleanup leaves the fleet and releases the client.
 func (u *redisUse) cleanup() {
+	u.closeLeases()
 	redispool.ReleaseFleet(u.fleet)
 	u.fleet = nil
 	if u.client != nil {
@@ -325,6 +327,9 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 	}
 	if st.logger == nil {
 		st.logger = zap.NewNop()
+	}
+	if st.leases, err = newRuleLeases(r, u, s); err != nil {
+		return nil, err
 	}
 	if u.stores == nil {
 		u.stores = make(map[string]*ruleStore)

@@ -86,6 +86,13 @@
 // Under fail_closed the minority denies (at most 0.99×L in all); under
 // fail_open it lifts the limit.
 //
+// Concurrency rules (max_concurrent N, Rule.Concurrent) share N the same
+// way in requests in flight (slots.go): demand is the peak in flight plus
+// the refusals of an interval, caps are whole requests that sum to N, and
+// each node's cap leaves room for what the others hold above their caps
+// (a cut ends no request in flight). Simulated (gossip/sim RunSlots), 3
+// nodes, N=30, 80% of arrivals on one node: never more than N in flight.
+//
 // # Security
 //
 // All cluster traffic, UDP and TCP, is encrypted and authenticated with

@@ -26,6 +26,12 @@ type Rule struct {
 	// limit. Buckets leave it nil: their state is a rate, which a share
 	// divides as it is.
 	Used func(key string, now time.Time) uint64
+	// Concurrent, if set, makes the rule a concurrency rule
+	// (max_concurrent, see slots.go): it returns the most requests of key
+	// in flight at once on this node since its last call, and the number
+	// in flight now (limiter.InFlight.TakePeak). Use Slots and Refused for
+	// its keys instead of Share; Window, Demand and Used are ignored.
+	Concurrent func(key string) (peak, inFlight int64)
 }
 
 // SharingConfig configures a Sharing.
@@ -79,6 +85,7 @@ type Sharing struct {
 	keys    sync.Map                        // KeyID → *tracked
 	tracked atomic.Int64                    // entries in keys
 	cold    atomic.Uint64                   // float64 bits of the share of untracked keys
+	coldN   atomic.Uint64                   // float64 bits of the part of N of untracked keys (slots.go)
 	full    atomic.Uint64                   // Track calls refused: MaxKeys reached
 	unknown atomic.Uint64                   // entries and blocks received for rules not shared here
 
@@ -97,6 +104,9 @@ type tracked struct {
 	share atomic.Uint64          // float64 bits: the share in force
 	key   atomic.Pointer[string] // the key, once seen on this node
 	limit atomic.Uint32          // the key's global limit, units per window
+	slots atomic.Int64           // a concurrency rule's cap in force, requests in flight
+	// refused counts a concurrency rule's refusals since the last Tick.
+	refused atomic.Uint64
 
 	smoothed float64 // demand per interval, smoothed; under Sharing.mu
 	hot      bool    // in the last report; under Sharing.mu
@@ -125,7 +135,7 @@ func NewSharing(cfg SharingConfig) *Sharing {
 		Self: cfg.Self, ClusterSize: 1, Interval: cfg.Interval, OnPartition: cfg.OnPartition, MaxKeys: cfg.MaxKeys,
 	})}
 	s.rules.Store(&map[uint64]Rule{})
-	s.cold.Store(math.Float64bits(s.table.ColdShare()))
+	s.setCold(time.Time{})
 	return s
 }
 
@@ -144,7 +154,7 @@ func (s *Sharing) SetRules(rules []Rule) {
 func (s *Sharing) SetClusterSize(n int) {
 	s.mu.Lock()
 	s.table.SetClusterSize(max(n, 1))
-	s.cold.Store(math.Float64bits(s.table.ColdShare()))
+	s.setCold(time.Time{})
 	s.mu.Unlock()
 }
 
@@ -179,6 +189,7 @@ func (s *Sharing) Track(rule uint64, key string, limit uint32) {
 	}
 	t := &tracked{}
 	t.share.Store(s.cold.Load())
+	t.slots.Store(s.coldSlots(limit))
 	v, loaded := s.keys.LoadOrStore(id, t)
 	if loaded {
 		s.tracked.Add(-1)
@@ -192,7 +203,7 @@ func (s *Sharing) Track(rule uint64, key string, limit uint32) {
 // count from now (the limiter counted since the key was created).
 func (s *Sharing) adopt(rule uint64, t *tracked, key string, limit uint32) {
 	t.limit.Store(limit)
-	if r, ok := (*s.rules.Load())[rule]; ok {
+	if r, ok := (*s.rules.Load())[rule]; ok && r.Demand != nil {
 		r.Demand(key)
 	}
 	t.key.CompareAndSwap(nil, &key)
@@ -217,6 +228,10 @@ func (s *Sharing) Tick(now time.Time) Report {
 		t.hot = false
 		key := t.key.Load()
 		if key == nil {
+			return true
+		}
+		if rule.Concurrent != nil {
+			s.tickSlots(&r, id, t, rule, *key)
 			return true
 		}
 		d := float64(rule.Demand(*key))
@@ -249,7 +264,7 @@ func (s *Sharing) Tick(now time.Time) Report {
 	})
 	s.appendBlocks(&r, now)
 	s.table.Observe(r, now)
-	s.cold.Store(math.Float64bits(s.table.ColdShareAt(now)))
+	s.setCold(now)
 	s.keys.Range(func(k, v any) bool {
 		s.update(rules, k.(KeyID), v.(*tracked), now)
 		return true
@@ -293,6 +308,7 @@ func (s *Sharing) Observe(r Report, now time.Time) {
 			t := &tracked{}
 			t.limit.Store(e.Limit)
 			t.share.Store(s.cold.Load())
+			t.slots.Store(s.coldSlots(e.Limit))
 			if v, ok = s.keys.LoadOrStore(id, t); ok {
 				s.tracked.Add(-1)
 			}
@@ -307,6 +323,10 @@ func (s *Sharing) update(rules map[uint64]Rule, id KeyID, t *tracked, now time.T
 	rule, ok := rules[id.Rule]
 	if !ok {
 		s.forget(id)
+		return
+	}
+	if rule.Concurrent != nil {
+		s.updateSlots(id, t, now)
 		return
 	}
 	share, hot := s.table.Share(id, rule.Window, now)

@@ -53,4 +53,8 @@
 // cache waits for one cache miss in the store, not two. Keys are stored by
 // a 64-bit seeded hash, never as strings, so a key costs the same memory
 // however long it is. A decision on a known key allocates nothing.
+//
+// InFlight (inflight.go) is max_concurrent: the requests of each key in
+// flight at once, a Slot per admitted request released when it ends. A
+// key has an entry only while it has requests in flight.
 package limiter

@@ -244,10 +244,16 @@ function chart(canvas, legendBox, rule, now) {
 // with data-field for the page's tests.
 function facts(r) {
   const c = r.config || {};
-  const rows = [
+  const rows = r.limits.length || !c.max_concurrent ? [
     ["limits", r.limits.map((l) => `${num(l.count)} / ${l.window}`).join(" and ")],
     ["algorithm", r.algorithm],
-  ];
+  ] : [];
+  if (c.max_concurrent) {
+    rows.push(["max concurrent", `${num(c.max_concurrent)} per key`]);
+    rows.push(["in flight", num(r.in_flight || 0)]);
+    const busiest = (r.busiest_in_flight || []).map((k) => `${k.key} ${num(k.in_flight)}`).join(", ");
+    if (busiest) rows.push(["busiest in flight", busiest]);
+  }
   if (r.burst) rows.push(["burst", num(r.burst)]);
   if (c.geo_multiplier) {
     const geo = Object.entries(c.geo_multiplier).sort(([a], [b]) => (a === "default") - (b === "default") || a.localeCompare(b));

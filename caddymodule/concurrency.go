@@ -1,0 +1,317 @@
+package caddymodule
+
+// max_concurrent: at most N requests of a key in flight at once. A rule's
+// in-flight counts (limiter.InFlight) live in the registry beside its
+// limiter, one per rule name for the process, so a reload that keeps the
+// rule keeps them, and the requests admitted before it release into the
+// same counts. A request takes its place at its rule's turn, after the
+// rule's limits passed, and gives it back when the handler chain returns:
+// the response written, the client gone, or a hijacked connection (a
+// WebSocket through reverse_proxy) closed.
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// concurrentSuffix names the concurrency side of a rule in the cluster's
+// sharing, apart from its rate side: a rule may have both.
+const concurrentSuffix = "#concurrent"
+
+// concurrentOnlyLimits is the limiter configuration of a rule with
+// max_concurrent and no limit: its registry entry needs a limiter, which
+// never decides a request (see concurrentOnly).
+var concurrentOnlyLimits = []limiter.Limit{{Count: 1, Window: limiter.MinWindow}}
+
+// concurrentOnly is true for a rule with max_concurrent and no limit: no
+// rate is decided, only the requests in flight.
+func (r *Rule) concurrentOnly() bool { return len(r.Limits) == 0 && r.MaxConcurrent > 0 }
+
+// checkConcurrent checks max_concurrent and what it cannot be combined
+// with.
+func (r *Rule) checkConcurrent() error {
+	switch {
+	case r.MaxConcurrent == 0:
+		return r.checkLeaseTimeout()
+	case r.MaxConcurrent < 0 || r.MaxConcurrent > math.MaxUint32:
+		return fmt.Errorf("max_concurrent %d: must be a whole number from 1 to %d", r.MaxConcurrent, uint32(math.MaxUint32))
+	}
+	if err := r.checkLeaseTimeout(); err != nil {
+		return err
+	}
+	if !r.concurrentOnly() {
+		return nil
+	}
+	for what, set := range map[string]bool{
+		"algorithm": r.Algorithm != "", "burst": r.Burst != 0, "max_delay": r.MaxDelay != 0,
+		"max_held": r.MaxHeld != 0, "cost": r.Cost != "", "tier": len(r.Tiers) > 0,
+	} {
+		if set {
+			return fmt.Errorf("%s needs a limit line: a rule with max_concurrent alone counts requests in flight, one each", what)
+		}
+	}
+	return nil
+}
+
+// concurrency is a rule's max_concurrent state, process-wide by rule name.
+type concurrency struct {
+	inFlight *limiter.InFlight
+	refused  atomic.Uint64 // requests refused at N
+	full     atomic.Uint64 // requests refused: the table of keys full
+}
+
+// concurrencyFor returns the max_concurrent state of rule name, made on
+// first use; the name must be acquired (limiterFor). maxKeys bounds its
+// keys in flight from now.
+func (rs *rules) concurrencyFor(name string, maxKeys int) *concurrency {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	s := rs.byName[name]
+	if s.conc == nil {
+		s.conc = &concurrency{inFlight: limiter.NewInFlight(maxKeys)}
+	} else {
+		s.conc.inFlight.SetMaxKeys(maxKeys)
+	}
+	return s.conc
+}
+
+// concurrencyOf is the max_concurrent state of rule name, or nil.
+func (rs *rules) concurrencyOf(name string) *concurrency {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if s, ok := rs.byName[name]; ok {
+		return s.conc
+	}
+	return nil
+}
+
+// ruleConcurrency is what a provisioned rule with max_concurrent needs per
+// request.
+type ruleConcurrency struct {
+	*concurrency
+	hash   uint64   // gossip.KeyHash(name + concurrentSuffix), with scope cluster
+	name   string   // its policy name in the headers
+	policy string   // RateLimit-Policy at scale 1
+	free   []string // RateLimit items by places free, 0 to N (N ≤ 64), at scale 1
+}
+
+// provisionConcurrency sets up ru's max_concurrent, after its limiter.
+func (ru *rule) provisionConcurrency() {
+	if ru.MaxConcurrent == 0 {
+		return
+	}
+	ru.setConcurrency(registry.concurrencyFor(ru.Name, ru.MaxKeys))
+}
+
+// setConcurrency sets ru's max_concurrent to count its requests in state.
+func (ru *rule) setConcurrency(state *concurrency) {
+	c := &ruleConcurrency{concurrency: state, name: sfString(ru.Name)}
+	if !ru.concurrentOnly() {
+		c.name += "-concurrent"
+	}
+	if ru.clustered {
+		c.hash = gossip.KeyHash(ru.Name + concurrentSuffix)
+	}
+	n := int64(ru.MaxConcurrent)
+	c.policy = concurrentPolicy(c.name, n)
+	if n <= 64 {
+		c.free = make([]string, n+1)
+		for i := range c.free {
+			c.free[i] = concurrentItem(c.name, int64(i))
+		}
+	}
+	ru.conc = c
+}
+
+// concurrentPolicy is the RateLimit-Policy item of N requests in flight.
+func concurrentPolicy(name string, n int64) string {
+	return `"` + name + `";q=` + strconv.FormatInt(n, 10) + `;qu="concurrent-requests"`
+}
+
+// concurrentItem is the RateLimit item of free places.
+func concurrentItem(name string, free int64) string {
+	return `"` + name + `";r=` + strconv.FormatInt(free, 10)
+}
+
+// setConcurrentHeaders writes the rule's max_concurrent headers: n places
+// in all at this request's scale, free of them left. The legacy headers
+// are written for a rule with max_concurrent alone (a rule with limits
+// shows its binding limit there).
+func (ru *rule) setConcurrentHeaders(h http.Header, n, free int64) {
+	c := ru.conc
+	free = max(free, 0)
+	if ru.ietf {
+		var item, policy string
+		if n == int64(ru.MaxConcurrent) && free < int64(len(c.free)) {
+			item, policy = c.free[free], c.policy
+		} else {
+			item, policy = concurrentItem(c.name, free), concurrentPolicy(c.name, n)
+		}
+		addHeaders(h, item, policy)
+	}
+	if ru.legacy && ru.concurrentOnly() {
+		h[hdrLimit] = []string{strconv.FormatInt(n, 10)}
+		h[hdrRemaining] = []string{strconv.FormatInt(free, 10)}
+		h[hdrReset] = []string{"0"}
+	}
+}
+
+// inFlightSlots are the places a request holds in its rules'
+// max_concurrent, released together when the handler returns.
+type inFlightSlots struct {
+	buf  [2]limiter.Slot
+	n    int
+	more []limiter.Slot // past len(buf)
+
+	leases []heldLease // store redis (concurrency_store.go)
+}
+
+// release gives every place back; a second call does nothing.
+func (s *inFlightSlots) release() {
+	for i := range min(s.n, len(s.buf)) {
+		s.buf[i].Release()
+	}
+	for i := range s.more {
+		s.more[i].Release()
+	}
+	for _, l := range s.leases {
+		l.release()
+	}
+	*s = inFlightSlots{}
+}
+
+// admitOutcome is what a rule's max_concurrent made of a request.
+type admitOutcome uint8
+
+const (
+	concAdmitted    admitOutcome = iota
+	concRefused                  // the key has its N in flight
+	concFull                     // the rule's table of keys in flight is full
+	concShadow                   // a shadow rule would have refused: served
+	concUnavailable              // store redis failed, on_store_error fail_closed: 503
+	concClientGone               // the client went away during the call to Redis
+)
+
+// admit takes a place for the request in ru's max_concurrent, kept in
+// slots, and writes its headers if admitted. A rule with scope cluster
+// admits up to this node's cap of the key's global N. n is N at the
+// request's scale.
+func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFlightSlots) (out admitOutcome, n int64) {
+	c := ru.conc
+	n = int64(ru.MaxConcurrent)
+	if ru.store != nil && ru.store.leases != nil {
+		if out, handled := ru.admitLease(q, f, slots, hdr); handled {
+			return out, n
+		}
+	}
+	if f.scale != 1 {
+		n = 0 // a factor of 0 blocks
+		if f.scale > 0 {
+			n = limiter.ScaledCount(n, f.scale)
+		}
+	}
+	capSlots := n
+	var sh *gossip.Sharing
+	var tracked bool
+	if ru.clustered {
+		if sh = a.sharing(); sh != nil {
+			capSlots, tracked = sh.Slots(c.hash, f.key, uint32(min(n, math.MaxUint32)))
+		}
+	}
+	slot, ok, inFlight := c.inFlight.AcquireScaled(f.key, capSlots)
+	if !ok {
+		if sh != nil {
+			sh.Refused(c.hash, f.key, uint32(min(n, math.MaxUint32)))
+		}
+		full := inFlight < capSlots && capSlots > 0
+		switch {
+		case ru.Shadow:
+			return concShadow, n
+		case full:
+			c.full.Add(1)
+			return concFull, n
+		}
+		c.refused.Add(1)
+		return concRefused, n
+	}
+	if sh != nil && !tracked && 2*inFlight >= capSlots {
+		sh.Track(c.hash, f.key, uint32(min(n, math.MaxUint32)))
+	}
+	if slots.n < len(slots.buf) {
+		slots.buf[slots.n] = slot
+	} else {
+		slots.more = append(slots.more, slot)
+	}
+	slots.n++
+	ru.setConcurrentHeaders(hdr, n, capSlots-inFlight)
+	return concAdmitted, n
+}
+
+// serveConcurrent applies ru's max_concurrent to a request its limits
+// (if any) passed, took being what the request took so far (this rule's
+// units included). On a refusal it gives that back and answers: stop is
+// true, and err is ServeHTTP's return.
+func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f facts, took *takings, slots *inFlightSlots) (stop bool, err error) {
+	out, n := ru.admit(h.app, q, w.Header(), f, slots)
+	if ru.concurrentOnly() {
+		ru.stats.decided(f.key, 1, out == concAdmitted, ru.Shadow)
+	}
+	switch out {
+	case concAdmitted:
+		return false, nil
+	case concShadow:
+		ru.setConcurrentHeaders(w.Header(), n, 0)
+		h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: 1e9}, true)
+		return false, nil
+	case concClientGone:
+		slots.release()
+		h.undo(w.Header(), q.r, took, q.now)
+		return true, caddyhttp.Error(statusClientClosed, q.r.Context().Err())
+	case concUnavailable:
+		slots.release()
+		h.undo(w.Header(), q.r, took, q.now)
+		return true, ru.unavailable(w)
+	}
+	slots.release() // this handler's, at once; an earlier handler's when it returns
+	h.undo(w.Header(), q.r, took, q.now)
+	ru.setConcurrentHeaders(w.Header(), n, 0)
+	w.Header().Set("Retry-After", "1")
+	repl := q.repl
+	repl.Set("http.rate_limit.rule", ru.Name)
+	repl.Set("http.rate_limit.exceeded.name", ru.Name)
+	repl.Set("http.rate_limit.key", shownKey(f.key))
+	repl.Set("http.rate_limit.retry_after", 1)
+	h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: 1e9}, false)
+	h.emitDenial(ru, q, f.key, 1)
+	status := http.StatusTooManyRequests
+	if out == concFull {
+		status = http.StatusServiceUnavailable
+	}
+	switch {
+	case ru.ProblemJSON && status == http.StatusServiceUnavailable:
+		return true, writeUnavailable(w, 1)
+	case ru.ProblemJSON:
+		return true, writeProblem(w, []string{ru.conc.name}, 1)
+	case !hasErrorRoutes(q.r):
+		w.WriteHeader(status)
+		return true, nil
+	}
+	return true, caddyhttp.Error(status, fmt.Errorf("rate limit %s: max_concurrent %d in flight; retry in 1s", ru.Name, ru.MaxConcurrent))
+}
+
+// concurrentRule is a rule's concurrency side in the cluster's sharing.
+func concurrentRule(name string) (gossip.Rule, bool) {
+	c := registry.concurrencyOf(name)
+	if c == nil {
+		return gossip.Rule{}, false
+	}
+	return gossip.Rule{Name: name + concurrentSuffix, Concurrent: c.inFlight.TakePeak}, true
+}

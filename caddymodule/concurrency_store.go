@@ -1,0 +1,129 @@
+package caddymodule
+
+// max_concurrent with store redis: a lease in Redis per request in flight
+// (redisstore.Leases), renewed while it runs, so N holds for every node
+// sharing the Redis, and a crashed node's leases free themselves after
+// lease_timeout.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/edgebyte/edgelimit/redisstore"
+)
+
+// heldLease is a request's lease in a rule's max_concurrent on Redis.
+type heldLease struct {
+	lease *redisstore.Lease
+	st    *ruleStore
+}
+
+// release ends the lease within the store's timeout; if Redis cannot be
+// reached, the lease expires on its own (lease_timeout).
+func (h heldLease) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), h.st.timeout)
+	defer cancel()
+	if err := h.lease.Release(ctx); err != nil {
+		h.st.failed("release", err)
+	}
+}
+
+// newRuleLeases makes the leases of a rule with store redis and
+// max_concurrent, in the rule's key prefix, through its store's breaker.
+func newRuleLeases(r *rule, u *redisUse, s *redisstore.Store) (*redisstore.Leases, error) {
+	if r.MaxConcurrent == 0 {
+		return nil, nil
+	}
+	return redisstore.NewLeases(u.client.Redis, redisstore.LeaseConfig{
+		Max:       int64(r.MaxConcurrent),
+		Timeout:   time.Duration(r.LeaseTimeout),
+		KeyPrefix: u.settings.Prefix + redisstore.Escape(r.Name) + ":",
+		Breaker:   s.Breaker(),
+	})
+}
+
+// closeLeases stops the renewers of the config's leases. A request still
+// in flight from this config keeps its lease until lease_timeout.
+func (u *redisUse) closeLeases() {
+	for _, st := range u.stores {
+		if st.leases != nil {
+			st.leases.Close()
+		}
+	}
+}
+
+// admitLease takes a lease for the request on Redis. handled is false
+// when Redis failed and on_store_error local applies: the in-process
+// count decides.
+func (ru *rule) admitLease(q *request, f facts, slots *inFlightSlots, hdr http.Header) (out admitOutcome, handled bool) {
+	st := ru.store
+	ctx, cancel := context.WithTimeout(q.r.Context(), st.timeout)
+	lease, inFlight, err := st.leases.Acquire(ctx, f.key)
+	cancel()
+	n := int64(ru.MaxConcurrent)
+	switch {
+	case err == nil && lease == nil:
+		if ru.Shadow {
+			return concShadow, true
+		}
+		ru.conc.refused.Add(1)
+		return concRefused, true
+	case err == nil:
+		st.ok()
+		slots.leases = append(slots.leases, heldLease{lease, st})
+		ru.setConcurrentHeaders(hdr, n, n-inFlight)
+		return concAdmitted, true
+	case q.r.Context().Err() != nil && errors.Is(err, context.Canceled):
+		return concClientGone, true
+	}
+	st.failed("lease", err)
+	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
+	switch st.mode {
+	case storeErrorFailOpen:
+		return concAdmitted, true // unlimited by the rule, without its headers
+	case storeErrorFailClosed:
+		return concUnavailable, true
+	}
+	return 0, false
+}
+
+// checkLeaseTimeout checks lease_timeout: with max_concurrent and store
+// redis, whole milliseconds, at least 3ms.
+func (r *Rule) checkLeaseTimeout() error {
+	t := time.Duration(r.LeaseTimeout)
+	switch {
+	case t == 0:
+		return nil
+	case r.MaxConcurrent == 0 || r.Store != storeRedis:
+		return fmt.Errorf("lease_timeout applies to max_concurrent with store redis only")
+	case t < 3*time.Millisecond || t%time.Millisecond != 0:
+		return fmt.Errorf("lease_timeout %s: must be whole milliseconds, at least 3ms", t)
+	}
+	return nil
+}
+
+// storeInFlight is key's leases in force in Redis, the whole fleet's (0
+// for a rule without max_concurrent).
+func storeInFlight(ctx context.Context, st *ruleStore, key string) (int64, error) {
+	if st.leases == nil {
+		return 0, nil
+	}
+	return st.leases.InFlight(ctx, key)
+}
+
+// storeKeyInFlight sets a key view's requests in flight from Redis.
+func storeKeyInFlight(v *keyView, e ruleEntry, st *ruleStore, n int64) {
+	if st.leases == nil {
+		return
+	}
+	v.InFlight, v.MaxConcurrent = &n, e.rule.MaxConcurrent
+	if e.rule.concurrentOnly() {
+		v.Limits = []keyLimitView{}
+		v.Allowed, v.RetryAfterSeconds = n < int64(e.rule.MaxConcurrent), 0
+	} else if n >= int64(e.rule.MaxConcurrent) {
+		v.Allowed = false
+	}
+}

@@ -1,0 +1,218 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// concurrentHandler is testHandler with each rule's max_concurrent
+// counting in a fresh InFlight.
+func concurrentHandler(tb testing.TB, rules ...Rule) *Handler {
+	tb.Helper()
+	h := testHandler(tb, &App{}, rules...)
+	for _, r := range h.rules {
+		if r.MaxConcurrent > 0 {
+			r.setConcurrency(&concurrency{inFlight: limiter.NewInFlight(0)})
+		}
+	}
+	return h
+}
+
+// holding is a next handler that holds each request until release is
+// closed, telling entered when it is in.
+type holding struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (x *holding) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	x.entered <- struct{}{}
+	<-x.release
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func TestMaxConcurrentAlone(t *testing.T) {
+	h := concurrentHandler(t, Rule{Name: "dl", MaxConcurrent: 2})
+	x := &holding{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	inF := h.rules[0].conc.inFlight
+	done := make(chan *httptest.ResponseRecorder, 2)
+	for range 2 {
+		go func() {
+			w := httptest.NewRecorder()
+			if err := h.ServeHTTP(w, newRequest("192.0.2.1"), x); err != nil {
+				t.Error(err)
+			}
+			done <- w
+		}()
+		<-x.entered
+	}
+	if got := inF.InFlightOf("192.0.2.1"); got != 2 {
+		t.Fatalf("in flight %d, want 2", got)
+	}
+	w := httptest.NewRecorder()
+	err := h.ServeHTTP(w, newRequest("192.0.2.1"), ok)
+	if he, isHE := err.(caddyhttp.HandlerError); !isHE || he.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third request: %v, want 429", err)
+	}
+	if got, want := w.Header().Get("Retry-After"), "1"; got != want {
+		t.Errorf("Retry-After %q, want %q", got, want)
+	}
+	if got, want := w.Header()[hdrRateLimit], []string{`"dl";r=0`}; len(got) != 1 || got[0] != want[0] {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+	if got, want := w.Header()[hdrRateLimitPolicy], []string{`"dl";q=2;qu="concurrent-requests"`}; len(got) != 1 || got[0] != want[0] {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	// another key is unaffected
+	w = httptest.NewRecorder()
+	if err := h.ServeHTTP(w, newRequest("192.0.2.2"), ok); err != nil || w.Code != http.StatusOK {
+		t.Fatalf("other key: %v %d", err, w.Code)
+	}
+	if got := w.Header()[hdrRateLimit]; len(got) != 1 || got[0] != `"dl";r=1` {
+		t.Errorf("other key RateLimit %q, want \"dl\";r=1", got)
+	}
+	close(x.release)
+	<-done
+	<-done
+	if got := inF.Total(); got != 0 {
+		t.Fatalf("in flight after the responses: %d, want 0", got)
+	}
+	if got := h.rules[0].conc.refused.Load(); got != 1 {
+		t.Errorf("refused %d, want 1", got)
+	}
+}
+
+// TestMaxConcurrentWithLimit: a request refused for concurrency takes no
+// rate units; one refused by the rate takes no place.
+func TestMaxConcurrentWithLimit(t *testing.T) {
+	r := hourly("api", 3)
+	r.MaxConcurrent = 1
+	h := concurrentHandler(t, r)
+	ru := h.rules[0]
+	x := &holding{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := h.ServeHTTP(httptest.NewRecorder(), newRequest("192.0.2.1"), x); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-x.entered
+	w := httptest.NewRecorder()
+	err := h.ServeHTTP(w, newRequest("192.0.2.1"), ok)
+	if he, isHE := err.(caddyhttp.HandlerError); !isHE || he.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second request: %v, want 429", err)
+	}
+	if got := w.Header()[hdrRateLimit]; len(got) != 2 || !strings.HasPrefix(got[0], `"api";r=2;t=`) || got[1] != `"api-concurrent";r=0` {
+		t.Errorf("RateLimit %q", got)
+	}
+	close(x.release)
+	<-done
+	// 1 of 3 taken: two more pass, then the rate denies with no place held
+	for i, want := range []int{200, 200, 429} {
+		if got := status(t, chain(h), newRequest("192.0.2.1")); got != want {
+			t.Fatalf("request %d: %d, want %d", i, got, want)
+		}
+	}
+	if got := ru.conc.inFlight.Total(); got != 0 {
+		t.Fatalf("in flight %d, want 0", got)
+	}
+}
+
+// TestMaxConcurrentLaterRuleDenies: a place taken is given back at once
+// when a later rule denies.
+func TestMaxConcurrentLaterRuleDenies(t *testing.T) {
+	h := concurrentHandler(t, Rule{Name: "c", MaxConcurrent: 1}, hourly("r", 1))
+	if got := status(t, chain(h), newRequest("192.0.2.1")); got != 200 {
+		t.Fatalf("first: %d", got)
+	}
+	if got := status(t, chain(h), newRequest("192.0.2.1")); got != 429 {
+		t.Fatalf("second: %d, want 429 (rule r)", got)
+	}
+	if got := h.rules[0].conc.inFlight.Total(); got != 0 {
+		t.Fatalf("in flight %d, want 0", got)
+	}
+}
+
+func TestMaxConcurrentConfig(t *testing.T) {
+	for _, c := range []struct {
+		rule Rule
+		err  bool
+	}{
+		{Rule{Name: "a", MaxConcurrent: 3}, false},
+		{Rule{Name: "a", MaxConcurrent: -1}, true},
+		{Rule{Name: "a", MaxConcurrent: 3, Burst: 2}, true},
+		{Rule{Name: "a", MaxConcurrent: 3, Cost: "2"}, true},
+		{Rule{Name: "a", MaxConcurrent: 3, Store: storeRedis}, false},
+		{Rule{Name: "a", MaxConcurrent: 3, LeaseTimeout: 1e9}, true},
+		{Rule{Name: "a", MaxConcurrent: 3, Store: storeRedis, LeaseTimeout: 1e6 + 1}, true},
+		{Rule{Name: "a"}, true},
+	} {
+		if err := c.rule.validate(); (err != nil) != c.err {
+			t.Errorf("%+v: %v", c.rule, err)
+		}
+	}
+}
+
+// BenchmarkMaxConcurrent is the cost of a request under a max_concurrent
+// rule beside a rate rule's, as BenchmarkServeHTTP measures it: "rate" is
+// one limit, "max-concurrent" the rule with max_concurrent alone,
+// "rate+max-concurrent" both in one rule. Every request is admitted and
+// its place given back when the chain returns.
+func BenchmarkMaxConcurrent(b *testing.B) {
+	rate := Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}
+	conc := Rule{Name: "dl", MaxConcurrent: 8}
+	both := rate
+	both.Name, both.MaxConcurrent = "both", 8
+	for _, bc := range []struct {
+		name string
+		rule Rule
+	}{{"rate", rate}, {"max-concurrent", conc}, {"rate+max-concurrent", both}} {
+		b.Run(bc.name, func(b *testing.B) {
+			handler := chain(concurrentHandler(b, bc.rule))
+			base := newRequest("5.255.255.7")
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.Header())
+				w.Header().Set("Server", "Caddy")
+				vars := map[string]any{caddyhttp.ClientIPVarKey: "5.255.255.7"}
+				r := base.WithContext(context.WithValue(base.Context(), caddyhttp.VarsCtxKey, vars))
+				if err := handler.ServeHTTP(w, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestMaxConcurrentRulesFile: the EdgeByte YAML reads max_concurrent as
+// the Caddyfile does, alone or beside a limit.
+func TestMaxConcurrentRulesFile(t *testing.T) {
+	rules, err := parseRulesFile([]byte(`rate_limit:
+  - path: /downloads/*
+    max_concurrent: 2
+  - path: /ws/*
+    limit: 60
+    window: 1m
+    max_concurrent: 3
+    by: header X-User
+`), "rules.yaml", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) != 2 || rules[0].MaxConcurrent != 2 || len(rules[0].Limits) != 0 || rules[1].MaxConcurrent != 3 || len(rules[1].Limits) != 1 {
+		t.Fatalf("rules %+v", rules)
+	}
+	if _, err := parseRulesFile([]byte("rate_limit:\n  - path: /x\n    max_concurrent: 0\n"), "rules.yaml", "p"); err == nil || !strings.Contains(err.Error(), "rules.yaml:3") {
+		t.Errorf("max_concurrent 0: %v, want an error at rules.yaml:3", err)
+	}
+}

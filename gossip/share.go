@@ -534,6 +534,11 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 
 // settle applies the raise delay: a cut at once, a raise after RaiseDelay.
 func (t *ShareTable) settle(ks *keyState, target float64, now time.Time) float64 {
+	return t.settleAfter(ks, target, now, t.cfg.RaiseDelay)
+}
+
+// settleAfter is settle with a raise delay of delay.
+func (t *ShareTable) settleAfter(ks *keyState, target float64, now time.Time, delay time.Duration) float64 {
 	if ks.applied < 0 { // new: start from the cold share
 		ks.applied = min(t.ColdShare(), target)
 	}
@@ -545,7 +550,7 @@ func (t *ShareTable) settle(ks *keyState, target float64, now time.Time) float64
 		ks.pending, ks.pendingAt, ks.hasPending = target, now, true
 	}
 	ks.pending = min(ks.pending, target)
-	if now.Sub(ks.pendingAt) >= t.cfg.RaiseDelay {
+	if now.Sub(ks.pendingAt) >= delay {
 		ks.applied, ks.hasPending = ks.pending, false
 		if target > ks.applied {
 			ks.pending, ks.pendingAt, ks.hasPending = target, now, true

@@ -110,6 +110,9 @@ type tracked struct {
 
 	smoothed float64 // demand per interval, smoothed; under Sharing.mu
 	hot      bool    // in the last report; under Sharing.mu
+	// coldAt is when a concurrency key hot here went back to the cold
+	// share (zero: it has not); under Sharing.mu.
+	coldAt time.Time
 }
 
 // smoothing is the weight of the last interval's demand in the smoothed

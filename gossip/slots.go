@@ -19,7 +19,10 @@ import (
 //     over the others of the larger of their requests in flight and their
 //     cap. A node above its cap admits nothing, so its count can only
 //     fall from the one reported; while it drains, the others wait. There
-//     is no slack as for windows (usedSlack): counts are exact.
+//     is no slack as for windows (usedSlack): counts are exact. A node
+//     that follows a key reports it every interval, with no demand if it
+//     has none; one that has not reported it may not follow it yet and
+//     admit at its cold cap, so the others count its cold cap too.
 //   - Caps are whole requests. Every node computes the same shares from
 //     the same reports, so it computes the same whole caps for all the
 //     nodes: floor(N × share) each, and the requests left over (N minus
@@ -97,8 +100,11 @@ func (s *Sharing) tickSlots(r *Report, id KeyID, t *tracked, rule Rule, key stri
 	}
 	// It keeps what it holds in its demand (the smoothing lags a rise).
 	demand := max(t.smoothed, float64(inFlight))
+	// A key hot anywhere is reported by every node that follows it, with
+	// no demand if it has none: the others then know this node caps it by
+	// the shares (not at its cold cap) and count nothing for it.
 	near := demand > 0 && 2*demand >= float64(t.slots.Load())
-	if near || demand > 0 && s.table.keys[id] != nil {
+	if near || s.table.keys[id] != nil {
 		if len(r.Entries) < MaxEntries {
 			t.hot = true
 			r.Entries = append(r.Entries, Entry{
@@ -113,12 +119,26 @@ func (s *Sharing) tickSlots(r *Report, id KeyID, t *tracked, rule Rule, key stri
 // forgets the key when it is hot nowhere. Under mu.
 func (s *Sharing) updateSlots(id KeyID, t *tracked, now time.Time) {
 	capSlots, hot := s.table.Slots(id, t.limit.Load(), now)
-	if !hot {
-		if !t.hot && t.smoothed == 0 {
-			s.forget(id)
-			return
+	if hot {
+		t.coldAt = time.Time{}
+		t.slots.Store(capSlots)
+		return
+	}
+	if !t.hot && t.smoothed == 0 {
+		s.forget(id)
+		return
+	}
+	// Back to the cold cap; a rise to it waits as a raise does, so that
+	// the others, which counted this node at its hot cap, see it report
+	// no more and leave it the cold cap's room first.
+	capSlots = s.coldSlots(t.limit.Load())
+	if old := t.slots.Load(); capSlots > old {
+		if t.coldAt.IsZero() {
+			t.coldAt = now
 		}
-		capSlots = s.coldSlots(t.limit.Load())
+		if now.Sub(t.coldAt) < s.raiseDelay()+s.cfg.Interval {
+			capSlots = old
+		}
 	}
 	t.slots.Store(capSlots)
 }
@@ -159,6 +179,7 @@ func (t *ShareTable) Slots(id KeyID, limit uint32, now time.Time) (int64, bool) 
 	defer func() { t.demands = demands[:0] }()
 	used := make([]float64, 0, len(t.order))
 	total, nSlots, current, silent, self := 0.0, 0.0, false, 0, -1
+	var unseen []int // the nodes alive that have not reported the key
 	for _, name := range t.order {
 		ns := t.nodes[name]
 		alive := name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL
@@ -173,8 +194,13 @@ func (t *ShareTable) Slots(id KeyID, limit uint32, now time.Time) (int64, bool) 
 			d, u = max(rec.rate, rec.used/iv), rec.used
 			nSlots = max(nSlots, rec.cap)
 			current = true
-		} else if ok && !alive {
-			delete(ks.reports, name)
+		} else {
+			if ok && !alive {
+				delete(ks.reports, name)
+			}
+			if alive && name != t.cfg.Self {
+				unseen = append(unseen, len(demands)) // it may not follow the key yet: it admits at its cold cap
+			}
 		}
 		if name == t.cfg.Self {
 			self = len(demands)
@@ -231,10 +257,23 @@ func (t *ShareTable) Slots(id KeyID, limit uint32, now time.Time) (int64, bool) 
 	if ks.applied < 0 { // new: start from the cold cap
 		ks.applied = min(float64(cold()), float64(caps[self]))
 	}
-	mine := t.settle(ks, float64(caps[self]), now)
+	// A raise waits an interval more than a rate share's: the nodes that
+	// the same reports cut apply the cut at their next tick after the
+	// reports reach them, up to the latency and an interval later; a
+	// place taken before they do would be one too many (rates have a
+	// slack for it, places none).
+	mine := t.settleAfter(ks, float64(caps[self]), now, t.cfg.RaiseDelay+t.cfg.Interval)
 	// What the others hold or may admit: a node's requests in flight
 	// above its cap stay until they end.
+	for _, i := range unseen {
+		used[i] = max(used[i], float64(cold()))
+	}
 	room := nSlots
+	if never := n - len(t.order); never > 0 {
+		// Nodes of the cluster never heard from (still joining) admit
+		// at their cold cap.
+		room -= float64(never) * float64(cold())
+	}
 	for i := range caps {
 		if i != self {
 			room -= max(used[i], float64(caps[i]))
@@ -274,3 +313,6 @@ func apportion(shares []NodeShare, n int64, rot uint64, caps []int64) {
 		caps[best]++
 	}
 }
+
+// raiseDelay is the table's raise delay.
+func (s *Sharing) raiseDelay() time.Duration { return s.table.cfg.RaiseDelay }

@@ -67,24 +67,44 @@ func TestSharingSlots(t *testing.T) {
 	if c, _ := a.Slots(rule, "k", 10); c != 1 {
 		t.Fatalf("cap before the raise delay: %d, want 1", c)
 	}
-	// b drains to 2 and asks for 2: a's share rises after the raise delay.
+	// b drains to 2 and asks for 2: a's share rises after the raise delay
+	// and an interval (b may apply its cut an interval after the report
+	// reaches it), counted from the tick that first computes the raise.
 	a.Observe(b(2, 2, 2), now.Add(100*time.Millisecond))
 	a.Tick(now.Add(100 * time.Millisecond))
 	a.Tick(now.Add(200 * time.Millisecond))
+	if c, _ := a.Slots(rule, "k", 10); c >= 6 {
+		t.Fatalf("cap an interval after b drained: %d, want below 6 (the raise waits)", c)
+	}
+	a.Tick(now.Add(300 * time.Millisecond))
+	a.Tick(now.Add(400 * time.Millisecond))
 	if c, _ := a.Slots(rule, "k", 10); c < 6 || c > 8 {
 		t.Fatalf("cap after b drained: %d, want 6..8", c)
 	}
-	// b goes silent; c, idle, joined: a and c are a majority of 3, and
-	// after the TTL b's share is reclaimed: a asks 6, so it gets 6×1.1
-	// of N, its floor and a third of the rest: 7.7, 8 with the remainder.
+	// b goes silent; c joined and has not reported the key: it may not
+	// follow it yet, and admit at its cold cap, floor(10/3) = 3, so a
+	// leaves it that room. a and c are a majority of 3, and after the TTL
+	// b's share is reclaimed: a asks 6, so it gets 6×1.1 of N, its floor
+	// and a third of the rest: 7.7, 8 with the remainder; 10 − 3 = 7 of it.
 	a.SetClusterSize(3)
-	for i := 3; i < 15; i++ {
+	i := 3
+	for ; i < 15; i++ {
 		at := now.Add(time.Duration(i) * 100 * time.Millisecond)
 		a.Observe(Report{Node: "c", Seq: uint64(i), IntervalMillis: 100}, at)
 		a.Tick(at)
 	}
+	if c, _ := a.Slots(rule, "k", 10); c != 7 {
+		t.Fatalf("cap with b silent, c not following the key: %d, want 7", c)
+	}
+	// c follows the key now, idle: it reports it with no demand, and a
+	// has its 8.
+	for end := i + 3; i < end; i++ {
+		at := now.Add(time.Duration(i) * 100 * time.Millisecond)
+		a.Observe(Report{Node: "c", Seq: uint64(i), IntervalMillis: 100, Entries: []Entry{{Rule: rule, Key: KeyHash("k"), Limit: 10}}}, at)
+		a.Tick(at)
+	}
 	if c, _ := a.Slots(rule, "k", 10); c != 8 {
-		t.Fatalf("cap with b silent: %d, want 8", c)
+		t.Fatalf("cap with b silent, c idle and following the key: %d, want 8", c)
 	}
 }
 

@@ -53,7 +53,6 @@ type Node struct {
 
 	expected int       // the nodes the join list names, this one included
 	started  time.Time // when the node started
-	joined   bool      // it has seen another member; only the sync loop reads it
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -76,9 +75,10 @@ func start(s Settings, logger *zap.Logger, reset func(rule, key string)) (*Node,
 		Self: c.Name(), Interval: c.SyncInterval(), OnPartition: s.Policy, MaxKeys: s.MaxKeys,
 		OnBlock: s.OnBlock,
 	})
-	// Until it has joined, a node counts the cluster its join list names
-	// (with itself): a node that restarts does not limit as if it were
-	// alone, admitting a burst, while it learns the shares again.
+	// For joinGrace, a node counts at least the cluster its join list
+	// names (with itself): a node that restarts does not limit as if it
+	// were alone, or in a smaller cluster, admitting a burst, while it
+	// meets the others and learns the shares again.
 	n.expected = expectedSize(cfg.Join, c.Addr(), cfg.Bind)
 	n.Sharing.SetClusterSize(n.expected)
 	n.started = time.Now()
@@ -114,8 +114,8 @@ func expectedSize(join []string, self ...string) int {
 	return len(nodes) + 1
 }
 
-// joinGrace is how long a node that has not joined yet counts the nodes of
-// its join list: past it, a node whose seeds are all down (the first of a
+// joinGrace is how long a starting node counts at least the nodes of its
+// join list: past it, a node whose seeds are all down (the first of a
 // fleet to start) limits as the cluster it is.
 const joinGrace = 10 * time.Second
 
@@ -131,10 +131,13 @@ func (n *Node) sync() {
 			return
 		case now := <-t.C:
 			size := Size(n.Cluster.Members(), now)
-			if size > 1 {
-				n.joined = true
-			} else if !n.joined && now.Sub(n.started) < joinGrace {
-				size = n.expected
+			if now.Sub(n.started) < joinGrace {
+				// Joining: the first seed met is not the whole cluster.
+				// Counted smaller, the node would take a larger cold
+				// share than the nodes still joining leave it (the
+				// fleet would hold more than a limit in sum: 3+2+2 of
+				// a max_concurrent 6 over three nodes).
+				size = max(size, n.expected)
 			}
 			n.Sharing.SetClusterSize(size)
 			r := n.Sharing.Tick(now)

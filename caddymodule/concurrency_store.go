@@ -45,8 +45,9 @@ func newRuleLeases(r *rule, u *redisUse, s *redisstore.Store) (*redisstore.Lease
 	})
 }
 
-// closeLeases stops the renewers of the config's leases. A request still
-// in flight from this config keeps its lease until lease_timeout.
+// closeLeases stops the renewers of the config's leases once their
+// leases are released: a request still in flight from this config (a
+// download across a reload) keeps its lease renewed until it ends.
 func (u *redisUse) closeLeases() {
 	for _, st := range u.stores {
 		if st.leases != nil {

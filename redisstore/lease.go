@@ -273,11 +273,18 @@ func (l *Leases) renewer() {
 	defer close(l.done)
 	t := time.NewTicker(l.cfg.Timeout / 3)
 	defer t.Stop()
+	stop := l.stop
 	for {
 		select {
-		case <-l.stop:
-			return
+		case <-stop:
+			stop = nil // closed: renew what is live until none is
+			if l.Live() == 0 {
+				return
+			}
 		case <-t.C:
+			if stop == nil && l.Live() == 0 {
+				return
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout/3)
 			_, _ = l.RenewAll(ctx) // a failure is the breaker's; the next tick retries
 			cancel()
@@ -285,10 +292,15 @@ func (l *Leases) renewer() {
 	}
 }
 
-// Close stops the renewer; the leases still held expire within Timeout.
+// Close ends the renewer once no lease is live: leases still held are
+// renewed until they are released, so a request that runs across a
+// reload (whose old config closes its Leases) keeps its place. With none
+// live it waits for the renewer to end; else it returns at once.
 func (l *Leases) Close() {
 	l.once.Do(func() { close(l.stop) })
-	<-l.done
+	if l.Live() == 0 {
+		<-l.done
+	}
 }
 
 // redisKey is the name of key's lease set.

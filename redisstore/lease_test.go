@@ -155,11 +155,23 @@ func TestLeasesRenewer(t *testing.T) {
 	if n, err := l.InFlight(ctx, "k"); err != nil || n != 1 {
 		t.Fatalf("in flight %d (%v), want 1", n, err)
 	}
+	// Closed with a lease live (a reload while a request runs): the
+	// renewer goes on until the lease is released, then ends.
+	l.Close()
+	time.Sleep(500 * time.Millisecond)
+	if n, err := l.InFlight(ctx, "k"); err != nil || n != 1 {
+		t.Fatalf("after Close, in flight %d (%v), want 1: the live lease is still renewed", n, err)
+	}
 	if err := x.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := c.Exists(ctx, "test:renewer:{k}:lease").Result(); n != 0 {
 		t.Fatal("the lease set outlived its last lease")
+	}
+	select {
+	case <-l.done:
+	case <-time.After(time.Second): // a renewal tick is 50 ms
+		t.Fatal("the renewer outlived its last lease after Close")
 	}
 }
 

@@ -207,15 +207,20 @@ const (
 func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFlightSlots) (out admitOutcome, n int64) {
 	c := ru.conc
 	n = int64(ru.MaxConcurrent)
-	if ru.store != nil && ru.store.leases != nil {
-		if out, handled := ru.admitLease(q, f, slots, hdr); handled {
-			return out, n
-		}
-	}
 	if f.scale != 1 {
 		n = 0 // a factor of 0 blocks
 		if f.scale > 0 {
-			n = limiter.ScaledCount(n, f.scale)
+			n = limiter.ScaledCount(int64(ru.MaxConcurrent), f.scale)
+		}
+	}
+	if ru.store != nil && ru.store.leases != nil {
+		if out, handled := ru.admitLease(q, f, n, slots, hdr); handled {
+			return out, n
+		}
+		// Redis could not decide, and on_store_error local: this node
+		// counts its share of the fleet's N, as rates fall back.
+		if n > 0 {
+			n = limiter.ScaledCount(n, ru.store.fallbackShare())
 		}
 	}
 	capSlots := n

@@ -56,15 +56,15 @@ func (u *redisUse) closeLeases() {
 	}
 }
 
-// admitLease takes a lease for the request on Redis. handled is false
-// when Redis failed and on_store_error local applies: the in-process
-// count decides.
-func (ru *rule) admitLease(q *request, f facts, slots *inFlightSlots, hdr http.Header) (out admitOutcome, handled bool) {
+// admitLease takes a lease for the request on Redis, of the key's n (N
+// after the tier's and the country's factors). handled is false when
+// Redis failed and on_store_error local applies: the in-process count
+// decides, at this node's share of n.
+func (ru *rule) admitLease(q *request, f facts, n int64, slots *inFlightSlots, hdr http.Header) (out admitOutcome, handled bool) {
 	st := ru.store
 	ctx, cancel := context.WithTimeout(q.r.Context(), st.timeout)
-	lease, inFlight, err := st.leases.Acquire(ctx, f.key)
+	lease, inFlight, err := st.leases.AcquireMax(ctx, f.key, n)
 	cancel()
-	n := int64(ru.MaxConcurrent)
 	switch {
 	case err == nil && lease == nil:
 		if ru.Shadow {

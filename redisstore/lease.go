@@ -160,12 +160,18 @@ func (l *Leases) Config() LeaseConfig { return l.cfg }
 // on_store_error applies (fail_open: admit without a lease; fail_closed:
 // refuse).
 func (l *Leases) Acquire(ctx context.Context, key string) (*Lease, int64, error) {
+	return l.AcquireMax(ctx, key, l.cfg.Max)
+}
+
+// AcquireMax is Acquire with max in place of Config.Max: the key's N
+// after a tier's or a country's factor. A max of 0 or less refuses.
+func (l *Leases) AcquireMax(ctx context.Context, key string, max int64) (*Lease, int64, error) {
 	if !l.breaker.Allow() {
 		return nil, 0, fmt.Errorf("redisstore: %w (breaker open)", ErrUnavailable)
 	}
 	id := l.node + ":" + strconv.FormatUint(l.seq.Add(1), 10)
 	rk := l.redisKey(key)
-	res, err := acquireScript.Run(ctx, l.client, []string{rk}, l.clockArg(), l.cfg.Max, l.cfg.Timeout.Microseconds(), id).Int64Slice()
+	res, err := acquireScript.Run(ctx, l.client, []string{rk}, l.clockArg(), max, l.cfg.Timeout.Microseconds(), id).Int64Slice()
 	if err := finish(l.breaker, err); err != nil {
 		return nil, 0, err
 	}

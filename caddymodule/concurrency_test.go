@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -215,4 +217,60 @@ func TestMaxConcurrentRulesFile(t *testing.T) {
 	if _, err := parseRulesFile([]byte("rate_limit:\n  - path: /x\n    max_concurrent: 0\n"), "rules.yaml", "p"); err == nil || !strings.Contains(err.Error(), "rules.yaml:3") {
 		t.Errorf("max_concurrent 0: %v, want an error at rules.yaml:3", err)
 	}
+}
+
+// TestMaxConcurrentRedisTiers: with store redis, a tier's factor scales
+// the N of each request's lease, as it scales N in process: a free
+// user (factor 1/2) holds 2 of the rule's 4 at once, a pro user 4.
+func TestMaxConcurrentRedisTiers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t)
+	rule := hourly("dl", 100)
+	rule.MaxConcurrent = 4
+	rule.By = []string{"header X-User"}
+	rule.Tiers = map[string][]string{"free": {"50/1h"}}
+	rule.TierBy = "header X-Plan"
+	rule.Store = storeRedis
+	h := redisHandler(t, srv, rule)
+	h.rules[0].setConcurrency(&concurrency{inFlight: limiter.NewInFlight(0)})
+	x := &holding{entered: make(chan struct{}, 16), release: make(chan struct{})}
+	hold := func(user, plan string, n int) (held int) {
+		codes := make(chan int, n)
+		for range n {
+			go func() {
+				w := httptest.NewRecorder()
+				r := requestFrom("192.0.2.1", false, "X-User", user, "X-Plan", plan)
+				code := w.Code
+				var he caddyhttp.HandlerError
+				if err := h.ServeHTTP(w, r, caddyhttp.HandlerFunc(x.ServeHTTP)); errors.As(err, &he) {
+					code = he.StatusCode // a denial, for handle_errors
+				} else if err != nil {
+					t.Error(err)
+				}
+				codes <- code
+			}()
+		}
+		// the refused answer at once; the held enter the next handler
+		for refused := 0; held+refused < n; {
+			select {
+			case <-x.entered:
+				held++
+			case c := <-codes:
+				if c != http.StatusTooManyRequests {
+					t.Errorf("%s: status %d, want 429", user, c)
+				}
+				refused++
+			}
+		}
+		return held
+	}
+	if got := hold("ann", "free", 5); got != 2 {
+		t.Errorf("free: %d held at once, want 2", got)
+	}
+	if got := hold("bob", "", 6); got != 4 {
+		t.Errorf("no tier: %d held at once, want 4", got)
+	}
+	close(x.release)
 }

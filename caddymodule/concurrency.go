@@ -266,9 +266,11 @@ func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFli
 // true, and err is ServeHTTP's return.
 func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f facts, took *takings, slots *inFlightSlots) (stop bool, err error) {
 	out, n := ru.admit(h.app, q, w.Header(), f, slots)
+	cost := f.cost // beside limits, the request passed them: one decision of both
 	if ru.concurrentOnly() {
-		ru.stats.decided(f.key, 1, out == concAdmitted, ru.Shadow)
+		cost = 1
 	}
+	ru.stats.decided(f.key, cost, out == concAdmitted, ru.Shadow)
 	switch out {
 	case concAdmitted:
 		return false, nil

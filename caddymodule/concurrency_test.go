@@ -127,6 +127,11 @@ func TestMaxConcurrentWithLimit(t *testing.T) {
 	if got := ru.conc.inFlight.Total(); got != 0 {
 		t.Fatalf("in flight %d, want 0", got)
 	}
+	// Each request counted once: 3 allowed; denied, the one refused for
+	// concurrency and the one the rate refused.
+	if st := ru.stats.snapshot(); st.Allowed != 3 || st.Denied != 2 {
+		t.Errorf("stats %+v, want 3 allowed, 2 denied", st)
+	}
 }
 
 // TestMaxConcurrentLaterRuleDenies: a place taken is given back at once

@@ -89,7 +89,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 				d.Quotas[i].Remaining = min(d.Quotas[i].Remaining+f.cost, d.Quotas[i].Limit)
 			}
 		}
-		timed = ru.stats.decided(f.key, f.cost, d.Allowed, ru.Shadow) || timed
+		if ru.conc == nil || !d.Allowed {
+			// else counted once its place is decided (serveConcurrent)
+			timed = ru.stats.decided(f.key, f.cost, d.Allowed, ru.Shadow) || timed
+		}
 		if !d.Allowed && !ru.Shadow {
 			h.undo(w.Header(), r, &took, q.now)
 			if h.offend(ru, &q, f, &v) { // a block in force in Redis

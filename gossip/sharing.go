@@ -231,6 +231,9 @@ func (s *Sharing) Tick(now time.Time) Report {
 		t.hot = false
 		key := t.key.Load()
 		if key == nil {
+			if rule.Concurrent != nil {
+				s.tickSlotsUnseen(&r, id, t) // slots.go
+			}
 			return true
 		}
 		if rule.Concurrent != nil {

@@ -115,6 +115,18 @@ func (s *Sharing) tickSlots(r *Report, id KeyID, t *tracked, rule Rule, key stri
 	}
 }
 
+// tickSlotsUnseen reports a concurrency key hot elsewhere that no
+// request of this node has asked for yet (it follows the key by its hash
+// alone): with no demand and none in flight, so that the others know it
+// caps the key by the shares and leave it no cold cap. Under mu.
+func (s *Sharing) tickSlotsUnseen(r *Report, id KeyID, t *tracked) {
+	if s.table.keys[id] == nil || len(r.Entries) >= MaxEntries {
+		return
+	}
+	t.hot = true
+	r.Entries = append(r.Entries, Entry{Rule: id.Rule, Key: id.Key, Limit: t.limit.Load()})
+}
+
 // updateSlots sets a tracked concurrency key's cap from the table, and
 // forgets the key when it is hot nowhere. Under mu.
 func (s *Sharing) updateSlots(id KeyID, t *tracked, now time.Time) {

@@ -1,20 +1,25 @@
 package caddymodule
 
-// Units taken after the response (count_status, cost_header): "check
-// before, take after". Before the request, such a rule checks that one
-// unit is left (a peek in process, Store.Check in Redis) and takes
-// nothing; once the response's status and headers are known (WriteHeader,
-// the first Write, or the handler's error), the units are taken
-// (ChargeScaledAt, Store.ChargeScaled), past the limit if need be. The
-// response writer is wrapped only for a request that some such rule
-// allowed: other rules pay nothing.
+// Units taken after the response (count_status, cost_header): "reserve
+// before, settle after". Before the request, such a rule takes the rule's
+// cost (1 unless set), a reservation (denied if it is not left; in Redis
+// a denial starts the key's next block); once the response's status and
+// headers are known (WriteHeader, the first Write, or the handler's
+// error), the request is settled: the units it takes beyond the
+// reservation are taken (ChargeScaledAt, Store.ChargeScaled), past the
+// limit if need be, or what it reserved beyond its units is given back
+// (all of it for a status count_status does not count). Requests in
+// flight each hold their reservation, so parallel requests cannot
+// multiply a limit: count_status holds it exactly, and cost_header
+// overshoots by at most what the requests in flight take beyond their
+// reservation. The response writer is wrapped only for a
+// request that some such rule allowed: other rules pay nothing.
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -22,8 +27,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // afterVar is the request variable holding the request's afterWriter, so
@@ -65,16 +68,17 @@ func (c *afterCharges) all() []afterCharge {
 	return append(c.buf[:], c.more...)
 }
 
-// checkFacts checks f before the request: one unit must be left. Nothing
-// is taken; with store redis a denial starts the key's next block there.
-func (ru *rule) checkFacts(a *App, q *request, f facts) (v verdict) {
+// reserveFacts takes f's reservation before the request: the rule's
+// cost (1 unless set), at this node's share for a rule with scope
+// cluster; in Redis, where a denial starts the key's next block.
+func (ru *rule) reserveFacts(a *App, q *request, f facts) (v verdict) {
 	if ru.store == nil {
-		v.d, v.scale = ru.peek(a, f.key, q.now, f.scale)
+		v.d, v.scale = ru.decide(a, f.key, q.now, f.cost, f.scale)
 		return v
 	}
 	st, ctx := ru.store, q.r.Context()
 	callCtx, cancel := context.WithTimeout(ctx, st.timeout)
-	sd, err := st.store.Check(callCtx, f.key, f.scale)
+	sd, err := st.store.Decide(callCtx, f.key, f.cost, f.scale)
 	cancel()
 	if err == nil {
 		st.ok()
@@ -83,30 +87,11 @@ func (ru *rule) checkFacts(a *App, q *request, f facts) (v verdict) {
 		v.stored = &kept
 		return v
 	}
-	v.d, v.from, v.scale = ru.storeFailed(ctx, err, "check", f.key, q.now, 1, f.scale)
+	v.d, v.from, v.scale = ru.storeFailed(ctx, err, "reserve", f.key, q.now, f.cost, f.scale)
 	if v.from == fromLocal {
 		v.shown = f.scale
 	}
 	return v
-}
-
-// peek is decide's check of one unit, taking nothing: with scope cluster,
-// at this node's share of the key's limit.
-func (ru *rule) peek(app *App, key string, now time.Time, scale float64) (limiter.Decision, float64) {
-	sh := app.sharing()
-	if !ru.clustered || sh == nil {
-		return ru.lim.PeekScaledAt(key, now, 1, scale), scale
-	}
-	limit := uint32(min(limiter.ScaledCount(ru.Limits[0].Count, scale), math.MaxUint32))
-	share, tracked := sh.Share(ru.hash, key, limit)
-	d := ru.lim.PeekScaledAt(key, now, 1, scale*share)
-	if q := d.Quotas[0]; !tracked && 2*q.Remaining <= q.Limit {
-		sh.Track(ru.hash, key, limit)
-	}
-	for i := 0; i < d.Len && scale > 0; i++ {
-		d.Quotas[i].Limit = limiter.ScaledCount(ru.Limits[i].Count, scale)
-	}
-	return d, scale * share
 }
 
 // serveAfter passes the request on with its charges: an earlier
@@ -150,6 +135,7 @@ func (*afterWriter) String() string { return "" }
 // statuses pass, but 101, which ends the response).
 func (aw *afterWriter) WriteHeader(code int) {
 	if code < 200 && code != http.StatusSwitchingProtocols {
+		aw.stripCostHeaders() // an Early Hints' copy must not reach the client either
 		aw.ResponseWriter.WriteHeader(code)
 		return
 	}
@@ -220,10 +206,8 @@ func (aw *afterWriter) settle(status int) {
 			aw.charges[i].take(aw.r.Context(), now, n)
 		}
 	}
+	aw.stripCostHeaders()
 	for i := range aw.charges {
-		if h := aw.charges[i].ru.abuse.costHeader; h != "" {
-			delete(hdr, h)
-		}
 		if i < len(units) && !aw.cancelled {
 			aw.charges[i].take(aw.r.Context(), now, units[i])
 		}
@@ -232,7 +216,7 @@ func (aw *afterWriter) settle(status int) {
 
 // units is what the response takes of the charge's rule: nothing if
 // count_status does not match status; else cost_header's whole number
-// (absent or invalid: 1, counted), or the rule's cost.
+// (absent or invalid: the rule's cost, counted), or the rule's cost.
 func (c *afterCharge) units(status int, hdr http.Header) int64 {
 	a := &c.ru.abuse
 	if a.hasStatuses && !a.statuses.has(status) {
@@ -247,15 +231,21 @@ func (c *afterCharge) units(status int, hdr http.Header) int64 {
 		}
 	}
 	c.ru.stats.abuse.costHeaderErrors.Add(1)
-	return 1
+	return c.cost // the reservation: the rule's cost, 1 unless set
 }
 
-// take takes units at now: in Redis if Redis checked the request (a
-// failure applies on_store_error: local takes them in process at this
-// node's share; fail_open and fail_closed lose them, as the response is
-// already given), else in process.
+// take settles the request at units: the units beyond its reservation
+// are taken at now, or the reservation is given back if units is 0; in
+// Redis if Redis reserved it (a failure applies on_store_error: local
+// takes them in process at this node's share; fail_open and fail_closed
+// lose them, as the response is already given), else in process.
 func (c *afterCharge) take(ctx context.Context, now time.Time, units int64) {
-	if units <= 0 {
+	if units < c.cost {
+		c.giveBack(ctx, now, c.cost-max(units, 0))
+		return
+	}
+	units -= c.cost // the reservation
+	if units == 0 {
 		return
 	}
 	ru := c.ru
@@ -275,5 +265,25 @@ func (c *afterCharge) take(ctx context.Context, now time.Time, units int64) {
 	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
 	if st.mode == storeErrorLocal {
 		ru.lim.ChargeScaledAt(c.key, now, units, c.scale*st.fallbackShare())
+	}
+}
+
+// giveBack gives back n units of the reservation: the response takes
+// fewer than were reserved.
+func (c *afterCharge) giveBack(ctx context.Context, now time.Time, n int64) {
+	if c.store {
+		c.ru.refundStore(ctx, c.key, n, c.scale)
+		return
+	}
+	c.ru.lim.RefundAt(c.key, now, n, c.scale)
+}
+
+// stripCostHeaders removes the charges' cost headers from the response.
+func (aw *afterWriter) stripCostHeaders() {
+	hdr := aw.ResponseWriter.Header()
+	for i := range aw.charges {
+		if h := aw.charges[i].ru.abuse.costHeader; h != "" {
+			delete(hdr, h)
+		}
 	}
 }

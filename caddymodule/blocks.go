@@ -116,6 +116,20 @@ func (ru *rule) blockedAt(key string, now time.Time) (time.Time, bool) {
 	return ru.abuse.blocks.BlockedAt(key, now)
 }
 
+// blockedWait is how long a request of a key blocked until until waits:
+// the block's rest, or the limits' wait if later (a client told to come
+// back at the block's end while still over a limit would be denied, and
+// blocked again, longer).
+func (ru *rule) blockedWait(f facts, now, until time.Time) time.Duration {
+	wait := until.Sub(now)
+	if ru.store == nil && len(ru.Limits) > 0 {
+		if d := ru.lim.PeekScaledAt(f.key, now, f.cost, f.scale); !d.Allowed {
+			wait = max(wait, denialWait(&d, f.cost))
+		}
+	}
+	return wait
+}
+
 // offend records a denial of the rule (not shadow) for blocks: in process,
 // the key's next block starts (a new one is logged, emitted, published to
 // the cluster, and pins the key's counters), and the denial's RetryAfter

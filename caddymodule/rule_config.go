@@ -165,7 +165,8 @@ type Rule struct {
 
 	// BlockFor blocks a key once the rule denies one of its requests (not
 	// in shadow): for the block's duration every request of the key is
-	// refused (429, Retry-After the block's rest, RateLimit r=0) without
+	// refused (429, Retry-After the block's rest or the limits' wait if
+	// later, RateLimit r=0) without
 	// taking units. Several durations escalate: the n-th block of a key
 	// within BlockReset of the end of its last one lasts the n-th duration,
 	// the last one repeating ("1m", "10m", "1h"). Each above 0 and at most
@@ -179,22 +180,29 @@ type Rule struct {
 	BlockReset caddy.Duration `json:"block_reset,omitempty"`
 
 	// CountStatus makes only the responses with these statuses take units:
-	// codes ("401") or classes ("4xx"). The request is checked before it
-	// runs (one unit must be left, else it is denied, and a block_for
-	// starts), and the units (Cost) are taken after the response's status
-	// is known, when it matches, past the limit if need be. A handler
-	// error counts as its status, a client gone as 499. Default: none,
-	// every request takes its units before it runs.
+	// codes ("401") or classes ("4xx"). Before it runs, the request
+	// reserves the rule's Cost (denied if it is not left, and a block_for
+	// starts); once the response's status is known the reservation stays
+	// if it matches and is given back if not. Each request in flight holds
+	// its reservation, so parallel requests cannot pass more than the
+	// limit. A handler error counts as its status, a client gone as 499.
+	// Default: none, every request takes its units before it runs.
 	CountStatus []string `json:"count_status,omitempty"`
 
 	// CostHeader names a response header (set by the upstream) whose value
 	// is the units the request takes, read once the response's headers are
-	// known: a whole number ≥ 0; absent or invalid, 1 unit (and the
-	// rule's cost_header_errors counter). The header is removed from the
-	// response sent to the client. The request is checked before it runs
-	// (one unit must be left); with CountStatus too, only responses with
-	// a matching status take the header's units. Not with leaky_bucket.
-	// Default: none.
+	// known: a whole number ≥ 0; absent or invalid, the rule's Cost (and
+	// the rule's cost_header_errors counter). The header is removed from
+	// the response sent to the client (and from Early Hints); a trailer of
+	// that name is not read. Before it runs, the request reserves the
+	// rule's Cost, an estimate (1 unless set; denied if it is not left);
+	// after it, the units beyond the reservation are taken, past the limit
+	// if need be, or what it reserved beyond them is given back. Requests
+	// in flight overshoot the limit by at most what they take beyond their
+	// reservations; a token_bucket keeps that debt until it is paid, a
+	// window forgets it within two windows. With CountStatus too, only
+	// responses with a matching status take the header's units. Not with
+	// leaky_bucket. Default: none.
 	CostHeader string `json:"cost_header,omitempty"`
 	// MaxConcurrent is at most how many requests of a key may be in
 	// flight at once: from admission until the response is written, the

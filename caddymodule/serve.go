@@ -55,7 +55,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		if until, blocked := ru.blockedAt(f.key, q.now); blocked { // blocks.go
 			h.undo(w.Header(), r, &took, q.now)
-			return h.refuseBlocked(ru, w, &q, f, until.Sub(q.now))
+			return h.refuseBlocked(ru, w, &q, f, ru.blockedWait(f, q.now, until))
 		}
 		if ru.conc != nil && ru.concurrentOnly() {
 			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
@@ -109,9 +109,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if !d.Allowed { // shadow: served, and took nothing
 			h.logDenial(ru, &q, f.key, d, true)
 			cost = 0
-		} else if ru.abuse.after { // checked: its units are taken after the response
-			after.add(ru, f, &v)
-			cost = 0
+		} else if ru.abuse.after { // its cost reserved: settled after the response
+			after.add(ru, f, &v) // cost stays: given back if a later rule denies
 		}
 		took.add(v.taken(ru, f.key, cost))
 		if !ru.Shadow { // a shadow rule never holds a request either
@@ -164,7 +163,7 @@ type verdict struct {
 // process (at this node's share for a rule with scope cluster).
 func (ru *rule) decideFacts(a *App, q *request, f facts) (v verdict) {
 	if ru.abuse.after {
-		return ru.checkFacts(a, q, f) // after.go
+		return ru.reserveFacts(a, q, f) // after.go
 	}
 	if ru.store == nil {
 		v.d, v.scale = ru.decide(a, f.key, q.now, f.cost, f.scale)

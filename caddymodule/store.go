@@ -386,11 +386,7 @@ func (ru *rule) storeFailed(ctx context.Context, err error, call, key string, no
 		return limiter.Decision{}, failedClosed, scale
 	}
 	local := scale * st.fallbackShare()
-	if call == "check" {
-		d = ru.lim.PeekScaledAt(key, now, cost, local)
-	} else {
-		d = ru.lim.AllowScaledAt(key, now, cost, local)
-	}
+	d = ru.lim.AllowScaledAt(key, now, cost, local)
 	for i := 0; i < d.Len && scale > 0; i++ {
 		d.Quotas[i].Limit = limiter.ScaledCount(ru.Limits[i].Count, scale) // the fleet's limit, as Redis shows it
 	}

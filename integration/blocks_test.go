@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,8 +31,8 @@ func (p *caddyProc) keyState(t *testing.T, rule, key string) keyState {
 	return v
 }
 
-// TestExampleLogin: successful logins take nothing, failed ones are
-// counted after the response, the first refusal starts a block of 1m
+// TestExampleLogin: successful logins take nothing (each reserves a unit
+// while it runs, given back at its 200), failed ones are counted, the first refusal starts a block of 1m
 // (refusals then have Retry-After the block's rest and type
 // abnormal-usage-detected), and DELETE lifts it with the counters.
 func TestExampleLogin(t *testing.T) {
@@ -42,8 +43,9 @@ func TestExampleLogin(t *testing.T) {
 			t.Fatalf("good login %d: %d %q", i, code, body)
 		}
 	}
-	if code, body := p.admin(t, http.MethodGet, "/rate_limit/rules/login/keys/127.0.0.1", ""); code != 404 {
-		t.Fatalf("20 good logins: %d %s, want 404 (nothing taken: the key has no state)", code, body)
+	// each reserved a unit while it ran, given back at its 200
+	if s := p.keyState(t, "login", "127.0.0.1"); s.Limits[0].Used != 0 || !s.Allowed {
+		t.Fatalf("20 good logins: %+v, want nothing used", s)
 	}
 	wantStatuses(t, "bad logins", p.statuses(t, 5, "/login?password=wrong"), seq(5, 401, 0, 0))
 	if s := p.keyState(t, "login", "127.0.0.1"); s.Limits[0].Used != 5 || s.BlockedUntil != nil {
@@ -53,10 +55,14 @@ func TestExampleLogin(t *testing.T) {
 	if ra, _ := strconv.Atoi(h.Get("Retry-After")); code != 429 || ra < 60 || !strings.Contains(body, "#quota-exceeded") {
 		t.Fatalf("6th login: %d Retry-After %q %s; want 429, at least 60 (the block; the window's wait if later), quota-exceeded", code, h.Get("Retry-After"), body)
 	}
+	// Refused by the block: Retry-After its rest (60 s), or the limit's
+	// wait if later (5 failures in 10 minutes: a client back at the
+	// block's end would be denied, and blocked longer): the window's.
+	firstWait, _ := strconv.Atoi(h.Get("Retry-After"))
 	code, h, body = p.get(t, "/login?password=secret")
-	if ra, _ := strconv.Atoi(h.Get("Retry-After")); code != 429 || ra < 59 || ra > 60 || !strings.Contains(body, "#abnormal-usage-detected") ||
-		!strings.Contains(h.Get("RateLimit"), `"login";r=0;`) {
-		t.Fatalf("blocked login: %d Retry-After %q RateLimit %q %s", code, h.Get("Retry-After"), h.Get("RateLimit"), body)
+	if ra, _ := strconv.Atoi(h.Get("Retry-After")); code != 429 || ra < 59 || ra < firstWait-1 || ra > firstWait || !strings.Contains(body, "#abnormal-usage-detected") ||
+		!strings.Contains(h.Get("RateLimit"), `"login";r=0;t=`+h.Get("Retry-After")) {
+		t.Fatalf("blocked login: %d Retry-After %q (the denial's %d) RateLimit %q %s", code, h.Get("Retry-After"), firstWait, h.Get("RateLimit"), body)
 	}
 	s := p.keyState(t, "login", "127.0.0.1")
 	if s.BlockedUntil == nil || s.Offences != 1 || s.Allowed || time.Until(*s.BlockedUntil) < 58*time.Second {
@@ -191,10 +197,11 @@ func TestExampleLLMTokens(t *testing.T) {
 	}
 }
 
-// TestCostHeaderOvershoot: 64 connections at once on one key with one
-// unit left each take the header's units: every request checked before
-// any took is let through, so the overshoot is bounded by the requests
-// in flight times their cost.
+// TestCostHeaderOvershoot: 64 connections at once on one key take the
+// header's 100 units each, with the default reservation of 1: all 64
+// reserve a unit of the 1,000 and pass, so the overshoot is what they
+// take beyond it (TestReservationsHoldUnderParallelRequests reserves
+// 100 and has none).
 func TestCostHeaderOvershoot(t *testing.T) {
 	t.Parallel()
 	p := startExample(t, "llm_tokens.Caddyfile", llmEnv(t))
@@ -274,7 +281,9 @@ func TestRedisBlocksAcrossNodes(t *testing.T) {
 		}
 	}
 	code, h, body := b.get(t, "/login?password=secret")
-	if code != 429 || h.Get("Retry-After") != "60" || !strings.Contains(body, "#quota-exceeded") {
+	// Retry-After: the block's 60 s, or the window's wait if later (a
+	// sliding window of 1m: at most two)
+	if ra, _ := strconv.Atoi(h.Get("Retry-After")); code != 429 || ra < 60 || ra > 120 || !strings.Contains(body, "#quota-exceeded") {
 		t.Fatalf("the denial on b: %d Retry-After %q %s", code, h.Get("Retry-After"), body)
 	}
 	code, _, body = a.get(t, "/login?password=secret")
@@ -381,5 +390,79 @@ func TestClusterBlockSpreads(t *testing.T) {
 		if time.Since(start) > 3*time.Second {
 			t.Fatal("node 3 still refuses the key 3s after the lift")
 		}
+	}
+}
+
+// reserveCaddyfile: failed logins counted after the response against a
+// slow application, and tokens with a reservation of 100 a call.
+const reserveCaddyfile = `{
+	{{.Global}}
+}
+http://127.0.0.1:{{.HTTP}} {
+	rate_limit /login {
+		name login
+		limit 3 1h
+		count_status 401
+	}
+	rate_limit /v1/* {
+		name tokens
+		limit 1000 1h
+		by header X-API-Key
+		cost_header X-Tokens-Used
+		cost 100
+		algorithm token_bucket
+	}
+	reverse_proxy BACKEND
+}
+`
+
+// TestReservationsHoldUnderParallelRequests: a client that sends many
+// requests at once gets no more than the limit. 50 wrong passwords at
+// once on limit 3 (the application takes 200 ms to answer): exactly 3
+// answered 401, 47 refused; 64 calls at once of 100 tokens on 1000 with
+// cost 100 reserved each: exactly 10 let through, 1000 tokens taken.
+func TestReservationsHoldUnderParallelRequests(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond) // a slow password check, a slow model
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			w.Header().Set("X-Tokens-Used", "100")
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(backend.Close)
+	p := startCaddy(t, strings.ReplaceAll(reserveCaddyfile, "BACKEND", strings.TrimPrefix(backend.URL, "http://")))
+	burst := func(n int, path string, headers ...string) map[int]int {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		counts := map[int]int{}
+		start := make(chan struct{})
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				code := p.status(t, path, headers...)
+				mu.Lock()
+				counts[code]++
+				mu.Unlock()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return counts
+	}
+	if got := burst(50, "/login"); got[401] != 3 || got[429] != 47 {
+		t.Errorf("50 wrong passwords at once on limit 3: %v, want 3×401, 47×429", got)
+	}
+	if s := p.keyState(t, "login", "127.0.0.1"); s.Limits[0].Used != 3 {
+		t.Errorf("login used %d, want 3", s.Limits[0].Used)
+	}
+	if got := burst(64, "/v1/complete", "X-API-Key", "hot"); got[200] != 10 || got[429] != 54 {
+		t.Errorf("64 calls at once, 100 reserved each, on 1000: %v, want 10×200, 54×429", got)
+	}
+	if s := p.keyState(t, "tokens", "hot"); s.Limits[0].Used != 1000 {
+		t.Errorf("tokens used %d, want 1000 (no overshoot: each took what it reserved)", s.Limits[0].Used)
 	}
 }

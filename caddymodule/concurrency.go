@@ -53,6 +53,7 @@ func (r *Rule) checkConcurrent() error {
 	for what, set := range map[string]bool{
 		"algorithm": r.Algorithm != "", "burst": r.Burst != 0, "max_delay": r.MaxDelay != 0,
 		"max_held": r.MaxHeld != 0, "cost": r.Cost != "", "tier": len(r.Tiers) > 0,
+		"count_status": len(r.CountStatus) > 0, "cost_header": r.CostHeader != "", "block_for": len(r.BlockFor) > 0,
 	} {
 		if set {
 			return fmt.Errorf("%s needs a limit line: a rule with max_concurrent alone counts requests in flight, one each", what)

@@ -295,9 +295,6 @@ func (a *App) limiterFor(rule Rule) (*limiter.Limiter, *ruleStats, error) {
 // logRule logs, at info, a rule this config puts in force (at commit):
 // its limits and what becomes of its counters.
 func (a *App) logRule(rule Rule, lim, from *limiter.Limiter) {
-	if a.logger == nil {
-		return
-	}
 	counters := "new"
 	switch {
 	case from != nil:

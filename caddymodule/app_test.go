@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -26,7 +27,7 @@ func ruleWith(name string, cfg limiter.Config) Rule {
 // would, and returns its limiter; the rule is released at the end.
 func runningRule(t *testing.T, name string, cfg limiter.Config) *limiter.Limiter {
 	t.Helper()
-	running := new(App)
+	running := testApp()
 	lim, _, err := running.limiterFor(ruleWith(name, cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestRegistryCommitAndRevert(t *testing.T) {
 	const name = "test commit and revert"
 	lim := runningRule(t, name, hourlyLimit(5))
 
-	failing := new(App)
+	failing := testApp()
 	same, _, err := failing.limiterFor(ruleWith(name, hourlyLimit(50)))
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestRegistrySuccessorAdoptsAtCommit(t *testing.T) {
 		lim.AllowAt("k", now, 1)
 	}
 
-	next := new(App)
+	next := testApp()
 	cfg := hourlyLimit(5)
 	cfg.Burst = 10
 	succ, _, err := next.limiterFor(ruleWith(name, cfg))
@@ -99,3 +100,7 @@ func TestRegistrySuccessorAdoptsAtCommit(t *testing.T) {
 		t.Fatal("after a failed start the registry should hold the running limiter again")
 	}
 }
+
+// testApp is an App as Provision leaves it without options: a logger,
+// and none of the concerns.
+func testApp() *App { return &App{logger: zap.NewNop()} }

@@ -22,7 +22,7 @@ import (
 // Caddy's server gives it, in every case.
 func BenchmarkServeHTTP(b *testing.B) {
 	rule := Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}
-	limited := chain(testHandler(b, new(App), rule))
+	limited := chain(testHandler(b, testApp(), rule))
 	rule.Name, rule.GeoMultiplier = "geo", map[string]float64{"RU": 1.5, "US": 1, "default": 0.5}
 	geoLimited := chain(testHandler(b, geoApp(b), rule))
 	// scope cluster in a cluster of 3: the key is cold (the cold share),

@@ -20,7 +20,7 @@ import (
 // takes them from the registry.
 func abuseHandler(tb testing.TB, rules ...Rule) *Handler {
 	tb.Helper()
-	h := testHandler(tb, new(App), rules...)
+	h := testHandler(tb, testApp(), rules...)
 	for _, r := range h.rules {
 		if len(r.BlockFor) > 0 && !r.Shadow {
 			b, err := limiter.NewBlocks(r.blockDurations(), time.Duration(r.BlockReset), 0)
@@ -183,7 +183,7 @@ func TestCostHeaderWithCountStatus(t *testing.T) {
 func TestAfterCancelledByLaterDenial(t *testing.T) {
 	counted := hourly("counted", 10)
 	counted.CountStatus = []string{"4xx"}
-	first, second := abuseHandler(t, counted), testHandler(t, new(App), hourly("narrow", 1))
+	first, second := abuseHandler(t, counted), testHandler(t, testApp(), hourly("narrow", 1))
 	first.app.handlers, second.app = 2, first.app
 	h := chain(first, second)
 	for range 3 {

@@ -54,7 +54,7 @@ func TestClusterSettings(t *testing.T) {
 // clusterApp is an app whose cluster node is a Sharing alone (no
 // membership), in a cluster of size nodes.
 func clusterApp(size int) (*App, *gossip.Sharing) {
-	app := new(App)
+	app := testApp()
 	app.Cluster = &ClusterConfig{}
 	sh := gossip.NewSharing(gossip.SharingConfig{Self: "self"})
 	sh.SetClusterSize(size)

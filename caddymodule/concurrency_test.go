@@ -18,7 +18,7 @@ import (
 // counting in a fresh InFlight.
 func concurrentHandler(tb testing.TB, rules ...Rule) *Handler {
 	tb.Helper()
-	h := testHandler(tb, &App{}, rules...)
+	h := testHandler(tb, testApp(), rules...)
 	for _, r := range h.rules {
 		if r.MaxConcurrent > 0 {
 			r.setConcurrency(&concurrency{inFlight: limiter.NewInFlight(0)})

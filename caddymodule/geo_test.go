@@ -33,7 +33,7 @@ func geoApp(t testing.TB) *App {
 	if err := mmdbtest.Write(path, testCountries); err != nil {
 		t.Fatal(err)
 	}
-	app := new(App)
+	app := testApp()
 	app.GeoIP, app.GeoHeader = path, "CF-IPCountry"
 	var err error
 	if app.geo, err = provisionCountries(app.GeoIP, app.GeoHeader, zap.NewNop()); err != nil {

@@ -82,7 +82,7 @@ func hourly(name string, count int64) Rule {
 }
 
 func TestAllOrNothingAcrossHandlers(t *testing.T) {
-	app := new(App)
+	app := testApp()
 	wide, narrow := testHandler(t, app, hourly("wide", 10)), testHandler(t, app, hourly("narrow", 2))
 	h := chain(wide, narrow)
 	var got [600]int
@@ -105,7 +105,7 @@ func TestAllOrNothingAcrossHandlers(t *testing.T) {
 }
 
 func TestAllOrNothingWithinHandler(t *testing.T) {
-	h := testHandler(t, new(App), hourly("wide", 10), hourly("narrow", 2))
+	h := testHandler(t, testApp(), hourly("wide", 10), hourly("narrow", 2))
 	for range 5 {
 		status(t, chain(h), newRequest("192.0.2.1"))
 	}
@@ -117,7 +117,7 @@ func TestAllOrNothingWithinHandler(t *testing.T) {
 // TestFallbackKeyCannotBeNamed: with on_missing_key ip, a client that sends
 // another client's IP as its key does not spend that client's quota.
 func TestFallbackKeyCannotBeNamed(t *testing.T) {
-	h := chain(testHandler(t, new(App), Rule{
+	h := chain(testHandler(t, testApp(), Rule{
 		Name:         "api",
 		Limits:       []Limit{{Count: 2, Window: caddy.Duration(time.Hour)}},
 		By:           []string{"header X-Api-Key"},
@@ -133,14 +133,14 @@ func TestFallbackKeyCannotBeNamed(t *testing.T) {
 	}
 	r := newRequest("203.0.113.9")
 	r.Header.Set("X-Api-Key", "\x00192.0.2.7")
-	if _, ok := keyOf(testHandler(t, new(App), Rule{Name: "k", Limits: []Limit{{Count: 1, Window: 1e9}}, By: []string{"header X-Api-Key"}}).rules[0].keys, &request{r: r, repl: caddy.NewReplacer()}); ok {
+	if _, ok := keyOf(testHandler(t, testApp(), Rule{Name: "k", Limits: []Limit{{Count: 1, Window: 1e9}}, By: []string{"header X-Api-Key"}}).rules[0].keys, &request{r: r, repl: caddy.NewReplacer()}); ok {
 		t.Fatal("a key holding a control character must count as missing")
 	}
 }
 
 // TestShadowLeakyDoesNotHold: a shadow rule never delays a request.
 func TestShadowLeakyDoesNotHold(t *testing.T) {
-	h := chain(testHandler(t, new(App), Rule{
+	h := chain(testHandler(t, testApp(), Rule{
 		Name:      "slow",
 		Limits:    []Limit{{Count: 1, Window: caddy.Duration(time.Hour)}},
 		Algorithm: "leaky_bucket",
@@ -173,7 +173,7 @@ func TestDenialWithoutErrorRoutes(t *testing.T) {
 		{"handle_errors", &caddyhttp.Server{Errors: &caddyhttp.HTTPErrorConfig{Routes: caddyhttp.RouteList{{}}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := chain(testHandler(t, new(App), hourly("api", 1)))
+			h := chain(testHandler(t, testApp(), hourly("api", 1)))
 			request := func() *http.Request {
 				r := newRequest("192.0.2.1")
 				return r.WithContext(context.WithValue(r.Context(), caddyhttp.ServerCtxKey, tc.srv))

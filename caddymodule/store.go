@@ -325,9 +325,6 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		store: s, client: u.client.Redis, timeout: u.settings.Timeout, probe: u.settings.Probe,
 		rule: r.Name, mode: mode, logger: a.logger, fleetKey: u.fleetKey(),
 	}
-	if st.logger == nil {
-		st.logger = zap.NewNop()
-	}
 	if st.leases, err = newRuleLeases(r, u, s); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/internal/redispool"
 	"github.com/edgebyte/edgelimit/internal/redistest"
@@ -23,7 +24,7 @@ func TestFallbackShareAlone(t *testing.T) {
 			t.Errorf("Test %d: share %v, want 1", i, got)
 		}
 	}
-	if got := new(App).storeNodes(); got != 1 {
+	if got := testApp().storeNodes(); got != 1 {
 		t.Errorf("app without a store: %v nodes, want 1", got)
 	}
 }
@@ -43,8 +44,8 @@ func TestFallbackShare(t *testing.T) {
 	app := h.app
 	st := h.rules[0].store
 
-	l := redispool.AcquireFleet(app.redis.fleetKey(), nil)
-	again := redispool.AcquireFleet(app.redis.fleetKey(), nil) // a reload: the new config joins before the old leaves
+	l := redispool.AcquireFleet(app.redis.fleetKey(), zap.NewNop())
+	again := redispool.AcquireFleet(app.redis.fleetKey(), zap.NewNop()) // a reload: the new config joins before the old leaves
 	if l == nil || again != l {
 		t.Fatalf("joins %p, %p: want one heartbeat", l, again)
 	}
@@ -106,7 +107,7 @@ func TestFallbackShareStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &App{SweepInterval: 60e9, Store: &StoreConfig{Redis: cfg}}
+	app := &App{SweepInterval: 60e9, Store: &StoreConfig{Redis: cfg}, logger: zap.NewNop()}
 	if app.redis, err = provisionRedis(app.Store); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestFallbackShareServe(t *testing.T) {
 	r.Store = storeRedis
 	h := redisHandler(t, srv, r)
 	app := h.app
-	l := redispool.AcquireFleet(app.redis.fleetKey(), nil)
+	l := redispool.AcquireFleet(app.redis.fleetKey(), zap.NewNop())
 	t.Cleanup(func() { redispool.ReleaseFleet(l) })
 	ctx := context.Background()
 	for range 2 {

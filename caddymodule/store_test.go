@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/redisstore"
@@ -202,7 +203,7 @@ func TestRedisSettings(t *testing.T) {
 func redisHandler(t *testing.T, srv *redistest.Server, rules ...Rule) *Handler {
 	t.Helper()
 	cfg := &RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":", ProbeInterval: caddy.Duration(50 * time.Millisecond)}
-	app := &App{Store: &StoreConfig{Redis: cfg}}
+	app := &App{Store: &StoreConfig{Redis: cfg}, logger: zap.NewNop()}
 	var err error
 	if app.redis, err = provisionRedis(app.Store); err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestTiers(t *testing.T) {
 	rule.By = []string{"header X-User"}
 	rule.Tiers = map[string][]string{"pro": {"5/1h"}, "banned": {"0/1h"}}
 	rule.TierBy = "header X-Plan"
-	h := testHandler(t, new(App), rule)
+	h := testHandler(t, testApp(), rule)
 	send := func(user, plan string, n int) int {
 		return admitted(t, h, n, func() *http.Request {
 			r := requestFrom("192.0.2.1", false, "X-User", user)

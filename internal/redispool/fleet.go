@@ -68,9 +68,6 @@ type Heartbeat struct {
 // the fallback enforces whole limits).
 func AcquireFleet(key FleetKey, logger *zap.Logger) *Heartbeat {
 	p := fleets
-	if logger == nil {
-		logger = zap.NewNop()
-	}
 	v, _, err := p.pool.LoadOrNew(key, func() (caddy.Destructor, error) {
 		f, err := redisstore.NewFleet(key.Client, redisstore.FleetConfig{KeyPrefix: key.Prefix, TTL: nodesTTL})
 		if err != nil { // the prefix was checked by settings

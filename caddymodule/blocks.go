@@ -8,6 +8,7 @@ package caddymodule
 // Redis, read and started by the decision's script.
 
 import (
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -120,12 +121,20 @@ func (ru *rule) blockedAt(key string, now time.Time) (time.Time, bool) {
 // the block's rest, or the limits' wait if later (a client told to come
 // back at the block's end while still over a limit would be denied, and
 // blocked again, longer).
-func (ru *rule) blockedWait(f facts, now, until time.Time) time.Duration {
+func (ru *rule) blockedWait(a *App, f facts, now, until time.Time) time.Duration {
 	wait := until.Sub(now)
-	if ru.store == nil && len(ru.Limits) > 0 {
-		if d := ru.lim.PeekScaledAt(f.key, now, f.cost, f.scale); !d.Allowed {
-			wait = max(wait, denialWait(&d, f.cost))
-		}
+	if ru.store != nil || len(ru.Limits) == 0 {
+		return wait
+	}
+	scale := f.scale
+	if sh := a.sharing(); ru.clustered && sh != nil {
+		// this node's share of the key's limit, as decide peeks it
+		limit := uint32(min(limiter.ScaledCount(ru.Limits[0].Count, scale), math.MaxUint32))
+		share, _ := sh.Share(ru.hash, f.key, limit)
+		scale *= share
+	}
+	if d := ru.lim.PeekScaledAt(f.key, now, f.cost, scale); !d.Allowed {
+		wait = max(wait, denialWait(&d, f.cost))
 	}
 	return wait
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -284,3 +285,36 @@ type statusWriter struct {
 func (w *statusWriter) Header() http.Header         { return w.header }
 func (w *statusWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *statusWriter) WriteHeader(code int)        { w.code = code }
+
+// TestBlockedWaitClusterShare: with scope cluster, a refusal by a block
+// says the later of the block's rest and the limits' wait at this node's
+// share of the key's limit (here, alone in a cluster of 3, the cold
+// share of 30 an hour: 11): the share is spent, so the wait is the
+// window's, not the block's 5 s.
+func TestBlockedWaitClusterShare(t *testing.T) {
+	rule := Rule{Name: "bw", Limits: []Limit{{Count: 30, Window: caddy.Duration(time.Hour)}}, Algorithm: "fixed_window",
+		BlockFor: []caddy.Duration{caddy.Duration(5 * time.Second)}}
+	rule.clustered = true
+	app, _ := clusterApp(3)
+	h := testHandler(t, app, rule)
+	b, err := limiter.NewBlocks(h.rules[0].blockDurations(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rules[0].abuse.blocks = b
+	var ra []string
+	for range 14 {
+		w, code := serve(t, h, answering(200, "", ""), "192.0.2.9")
+		if code == http.StatusTooManyRequests {
+			ra = append(ra, w.Header().Get("Retry-After"))
+		}
+	}
+	if len(ra) != 3 {
+		t.Fatalf("%d refusals of 14, want 3 (11 allowed at the share)", len(ra))
+	}
+	for i, v := range ra {
+		if secs, _ := strconv.Atoi(v); secs <= 5 {
+			t.Errorf("refusal %d: Retry-After %s, want the window's wait, past the block's 5 s", i+1, v)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		if until, blocked := ru.blockedAt(f.key, q.now); blocked { // blocks.go
 			h.undo(w.Header(), r, &took, q.now)
-			return h.refuseBlocked(ru, w, &q, f, ru.blockedWait(f, q.now, until))
+			return h.refuseBlocked(ru, w, &q, f, ru.blockedWait(h.app, f, q.now, until))
 		}
 		if ru.conc != nil && ru.concurrentOnly() {
 			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {

@@ -466,3 +466,85 @@ func TestReservationsHoldUnderParallelRequests(t *testing.T) {
 		t.Errorf("tokens used %d, want 1000 (no overshoot: each took what it reserved)", s.Limits[0].Used)
 	}
 }
+
+// clusterShortBlocksCaddyfile: a limit of 5 a second, and blocks of a
+// minute: a block outlasts the rule's window many times.
+const clusterShortBlocksCaddyfile = `{
+	{{.Global}}
+	rate_limit {
+		cluster {
+			bind {$EDGELIMIT_GOSSIP_BIND}
+			join {$EDGELIMIT_GOSSIP_JOIN}
+			node_name {$EDGELIMIT_NODE}
+			sync_interval 100ms
+		}
+	}
+}
+http://127.0.0.1:{{.HTTP}} {
+	rate_limit {
+		name burst
+		limit 5 1s
+		by header X-Api-Key
+		block_for 1m
+	}
+	respond "ok"
+}
+`
+
+// TestClusterBlockOutlastsWindowAndRestart: a block made on node 1 is in
+// force on nodes 2 and 3 after the rule's 1 s window has passed (it is a
+// key's state, not its counters), and node 3, killed (kill -9) and
+// started again, learns it from node 1's reports within a second or two.
+func TestClusterBlockOutlastsWindowAndRestart(t *testing.T) {
+	needCaddy(t)
+	t.Parallel()
+	ports := freePorts(t, 3)
+	var join []string
+	for _, port := range ports {
+		join = append(join, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	nodes := make([]*caddyProc, 3)
+	for i := range nodes {
+		nodes[i] = startCaddy(t, clusterShortBlocksCaddyfile, fmt.Sprintf("EDGELIMIT_NODE=n%d", i+1),
+			"EDGELIMIT_GOSSIP_BIND="+join[i], "EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "))
+	}
+	for _, p := range nodes {
+		p.waitMembers(t, 3)
+	}
+	key := []string{"X-Api-Key", "abuser"}
+	denied := false
+	for range 50 {
+		if nodes[0].status(t, "/x", key...) == 429 {
+			denied = true
+			break
+		}
+	}
+	if !denied {
+		t.Fatal("node 1 never denied the key")
+	}
+	time.Sleep(1500 * time.Millisecond) // the scenario: the rule's 1 s window passes
+	for i, p := range nodes[1:] {
+		if code := p.status(t, "/x", key...); code != 429 {
+			t.Fatalf("node %d, 1.5 s after the block (window 1 s): %d, want 429", i+2, code)
+		}
+	}
+	if code := nodes[2].status(t, "/x", "X-Api-Key", "other"); code != 200 {
+		t.Fatalf("another key on node 3: %d", code)
+	}
+	n3 := nodes[2]
+	n3.cmd.Process.Kill() // kill -9: its blocks are gone with it
+	<-n3.exited
+	n3 = startCaddy(t, clusterShortBlocksCaddyfile, n3.env...)
+	n3.waitMembers(t, 3)
+	start := time.Now()
+	for n3.status(t, "/x", key...) != 429 {
+		if time.Since(start) > 3*time.Second {
+			t.Fatalf("restarted node 3 still serves the key %s after it joined", time.Since(start))
+		}
+		time.Sleep(20 * time.Millisecond) // the poll's interval
+	}
+	t.Logf("restarted node 3 refused the blocked key %s after it joined", time.Since(start).Round(time.Millisecond))
+	if s := n3.keyState(t, "burst", "abuser"); s.BlockedUntil == nil {
+		t.Fatalf("restarted node 3's view: %+v", s)
+	}
+}

@@ -33,7 +33,7 @@ const blockedEvent = "rate_limit_blocked"
 // cost_header on the request path.
 type abuse struct {
 	blocks      *limiter.Blocks // block_for, store local, not shadow; set at Provision
-	after       bool            // count_status or cost_header: checked before, charged after
+	after       bool            // count_status or cost_header: reserved before, settled after
 	statuses    statusSet       // count_status; all statuses without
 	costHeader  string          // cost_header, canonical; "" without
 	hasStatuses bool

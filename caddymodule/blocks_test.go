@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -315,6 +316,38 @@ func TestBlockedWaitClusterShare(t *testing.T) {
 	for i, v := range ra {
 		if secs, _ := strconv.Atoi(v); secs <= 5 {
 			t.Errorf("refusal %d: Retry-After %s, want the window's wait, past the block's 5 s", i+1, v)
+		}
+	}
+}
+
+// TestCountStatusRedisDown: with store redis and Redis gone, a
+// count_status rule's reservation applies on_store_error: fail_closed
+// answers 503, fail_open lets the request through unlimited, local
+// reserves in process at this node's share (here, the whole limit: no
+// fleet seen) and settles there.
+func TestCountStatusRedisDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	for _, c := range []struct {
+		mode  string
+		codes []int // of 4 failed logins on limit 2
+	}{
+		{storeErrorFailClosed, []int{503, 503, 503, 503}},
+		{storeErrorFailOpen, []int{401, 401, 401, 401}},
+		{storeErrorLocal, []int{401, 401, 429, 429}},
+	} {
+		srv := redistest.Start(t)
+		rule := hourly("login-"+c.mode, 2)
+		rule.CountStatus = []string{"401"}
+		rule.Store = storeRedis
+		rule.OnStoreError = c.mode
+		h := redisHandler(t, srv, rule)
+		srv.Kill()
+		for i, want := range c.codes {
+			if _, code := serve(t, h, answering(401, "", ""), "192.0.2.1"); code != want {
+				t.Errorf("%s: failed login %d: %d, want %d", c.mode, i+1, code, want)
+			}
 		}
 	}
 }

@@ -340,19 +340,7 @@ http://127.0.0.1:{{.HTTP}} {
 func TestClusterBlockSpreads(t *testing.T) {
 	needCaddy(t)
 	t.Parallel()
-	ports := freePorts(t, 3)
-	var join []string
-	for _, port := range ports {
-		join = append(join, fmt.Sprintf("127.0.0.1:%d", port))
-	}
-	nodes := make([]*caddyProc, 3)
-	for i := range nodes {
-		nodes[i] = startCaddy(t, clusterBlocksCaddyfile, fmt.Sprintf("EDGELIMIT_NODE=n%d", i+1),
-			"EDGELIMIT_GOSSIP_BIND="+join[i], "EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "))
-	}
-	for _, p := range nodes {
-		p.waitMembers(t, 3)
-	}
+	nodes := startNodes(t, 3, caddyOf(t, clusterBlocksCaddyfile))
 	key := []string{"X-Api-Key", "abuser"}
 	// node 1 alone: its cold share of 300 is about 110; go on until denied
 	denied := false
@@ -498,19 +486,7 @@ http://127.0.0.1:{{.HTTP}} {
 func TestClusterBlockOutlastsWindowAndRestart(t *testing.T) {
 	needCaddy(t)
 	t.Parallel()
-	ports := freePorts(t, 3)
-	var join []string
-	for _, port := range ports {
-		join = append(join, fmt.Sprintf("127.0.0.1:%d", port))
-	}
-	nodes := make([]*caddyProc, 3)
-	for i := range nodes {
-		nodes[i] = startCaddy(t, clusterShortBlocksCaddyfile, fmt.Sprintf("EDGELIMIT_NODE=n%d", i+1),
-			"EDGELIMIT_GOSSIP_BIND="+join[i], "EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "))
-	}
-	for _, p := range nodes {
-		p.waitMembers(t, 3)
-	}
+	nodes := startNodes(t, 3, caddyOf(t, clusterShortBlocksCaddyfile))
 	key := []string{"X-Api-Key", "abuser"}
 	denied := false
 	for range 50 {

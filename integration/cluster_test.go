@@ -63,6 +63,15 @@ func (v clusterView) alive() []string {
 // them and given env, and waits until every node sees all n alive.
 func startCluster(t *testing.T, n int, env ...string) []*caddyProc {
 	t.Helper()
+	return startNodes(t, n, func(env ...string) *caddyProc { return startExample(t, "cluster.Caddyfile", env...) }, env...)
+}
+
+// startNodes starts n nodes with start, each named edge-N and told to bind
+// its gossip port and join all of them (EDGELIMIT_NODE,
+// EDGELIMIT_GOSSIP_BIND, EDGELIMIT_GOSSIP_JOIN, EDGELIMIT_GOSSIP_KEY) and
+// given env, and waits until every node sees all n alive.
+func startNodes(t *testing.T, n int, start func(env ...string) *caddyProc, env ...string) []*caddyProc {
+	t.Helper()
 	ports := freePorts(t, n)
 	var join []string
 	for _, p := range ports {
@@ -70,7 +79,7 @@ func startCluster(t *testing.T, n int, env ...string) []*caddyProc {
 	}
 	nodes := make([]*caddyProc, n)
 	for i := range nodes {
-		nodes[i] = startExample(t, "cluster.Caddyfile", append([]string{
+		nodes[i] = start(append([]string{
 			fmt.Sprintf("EDGELIMIT_NODE=edge-%d", i+1),
 			"EDGELIMIT_GOSSIP_BIND=" + join[i],
 			"EDGELIMIT_GOSSIP_JOIN=" + strings.Join(join, " "),
@@ -80,6 +89,11 @@ func startCluster(t *testing.T, n int, env ...string) []*caddyProc {
 		p.waitMembers(t, n)
 	}
 	return nodes
+}
+
+// caddyOf starts Caddy on caddyfile, for startNodes.
+func caddyOf(t *testing.T, caddyfile string) func(env ...string) *caddyProc {
+	return func(env ...string) *caddyProc { return startCaddy(t, caddyfile, env...) }
 }
 
 // waitMembers polls the node's cluster view every 20 ms, for up to 10 s,

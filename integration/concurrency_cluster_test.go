@@ -53,20 +53,7 @@ func TestConcurrencyCluster(t *testing.T) {
 	}))
 	t.Cleanup(backend.Close)
 	cfg := strings.ReplaceAll(concurrencyClusterConfig, "BACKEND", strings.TrimPrefix(backend.URL, "http://"))
-	ports := freePorts(t, 3)
-	var join []string
-	for _, p := range ports {
-		join = append(join, fmt.Sprintf("127.0.0.1:%d", p))
-	}
-	nodes := make([]*caddyProc, 3)
-	for i := range nodes {
-		nodes[i] = startCaddy(t, cfg, fmt.Sprintf("EDGELIMIT_NODE=edge-%d", i+1),
-			"EDGELIMIT_GOSSIP_BIND="+join[i], "EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "),
-			"EDGELIMIT_GOSSIP_KEY="+clusterKey)
-	}
-	for _, p := range nodes {
-		p.waitMembers(t, 3)
-	}
+	nodes := startNodes(t, 3, caddyOf(t, cfg))
 	var served, refused atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(3 * time.Second)
@@ -136,20 +123,7 @@ func TestConcurrencyClusterKill(t *testing.T) {
 	})
 	cfg := strings.ReplaceAll(concurrencyClusterConfig, "reverse_proxy BACKEND", "reverse_proxy BACKEND {\n\t\theader_up X-Node {$EDGELIMIT_NODE}\n\t}")
 	cfg = strings.ReplaceAll(cfg, "BACKEND", strings.TrimPrefix(backend.URL, "http://"))
-	ports := freePorts(t, 3)
-	var join []string
-	for _, p := range ports {
-		join = append(join, fmt.Sprintf("127.0.0.1:%d", p))
-	}
-	nodes := make([]*caddyProc, 3)
-	for i := range nodes {
-		nodes[i] = startCaddy(t, cfg, fmt.Sprintf("EDGELIMIT_NODE=edge-%d", i+1),
-			"EDGELIMIT_GOSSIP_BIND="+join[i], "EDGELIMIT_GOSSIP_JOIN="+strings.Join(join, " "),
-			"EDGELIMIT_GOSSIP_KEY="+clusterKey)
-	}
-	for _, p := range nodes {
-		p.waitMembers(t, 3)
-	}
+	nodes := startNodes(t, 3, caddyOf(t, cfg))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// send keeps asking node p for a place until it holds one (the

@@ -73,9 +73,14 @@ type keyInFlightView struct {
 // shown: the admin answers for the rule as configured).
 func keyInFlight(v *keyView, e ruleEntry, key string) {
 	n, ok := inFlightOf(e, key)
-	if !ok {
-		return
+	if ok {
+		setInFlight(v, e, n)
 	}
+}
+
+// setInFlight sets a key view's n requests in flight, of e's
+// max_concurrent.
+func setInFlight(v *keyView, e ruleEntry, n int64) {
 	v.InFlight, v.MaxConcurrent = &n, e.rule.MaxConcurrent
 	if e.rule.concurrentOnly() {
 		v.Limits = []keyLimitView{}

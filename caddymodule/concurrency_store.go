@@ -117,14 +117,7 @@ func storeInFlight(ctx context.Context, st *ruleStore, key string) (int64, error
 
 // storeKeyInFlight sets a key view's requests in flight from Redis.
 func storeKeyInFlight(v *keyView, e ruleEntry, st *ruleStore, n int64) {
-	if st.leases == nil {
-		return
-	}
-	v.InFlight, v.MaxConcurrent = &n, e.rule.MaxConcurrent
-	if e.rule.concurrentOnly() {
-		v.Limits = []keyLimitView{}
-		v.Allowed, v.RetryAfterSeconds = n < int64(e.rule.MaxConcurrent), 0
-	} else if n >= int64(e.rule.MaxConcurrent) {
-		v.Allowed = false
+	if st.leases != nil {
+		setInFlight(v, e, n)
 	}
 }

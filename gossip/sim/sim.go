@@ -19,7 +19,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -99,26 +98,10 @@ type Result struct {
 	TopKeyPerSecond []float64
 }
 
+// message is a report on its way to node to.
 type message struct {
-	at  int64 // ns
-	seq int64
-	to  int
-	r   gossip.Report
-}
-
-type queue []message
-
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
-	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
-}
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(message)) }
-func (q *queue) Pop() any {
-	old := *q
-	m := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return m
+	to int
+	r  gossip.Report
 }
 
 type node struct {
@@ -136,7 +119,7 @@ type sim struct {
 	rng     *rand.Rand
 	zipf    *rand.Zipf
 	nodes   []*node
-	q       queue
+	q       timeline[message]
 	qseq    int64
 	names   []string // key index → limiter key
 	bytes   int64
@@ -315,7 +298,7 @@ func (sm *sim) tick(i int, now int64) {
 		}
 		delay := int64(sm.s.Latency) + int64(sm.rng.Float64()*float64(sm.s.Jitter))
 		sm.qseq++
-		heap.Push(&sm.q, message{at: now + delay, seq: sm.qseq, to: j, r: r})
+		sm.q.add(now+delay, sm.qseq, message{to: j, r: r})
 	}
 }
 
@@ -338,13 +321,13 @@ func (sm *sim) run() Result {
 		if step%100 == 0 || w == nil {
 			w = sm.weights(t)
 		}
-		for sm.q.Len() > 0 && sm.q[0].at < now+ms {
-			m := heap.Pop(&sm.q).(message)
-			n := sm.nodes[m.to]
+		for sm.q.dueBefore(now + ms) {
+			m := sm.q.next()
+			n := sm.nodes[m.v.to]
 			if n.dead {
 				continue
 			}
-			n.share.Observe(m.r, at(m.at))
+			n.share.Observe(m.v.r, at(m.at))
 		}
 		for i, n := range sm.nodes {
 			if n.dead {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -60,26 +59,10 @@ type slotNode struct {
 	dead  bool
 }
 
+// release is a request ending on node, giving its place back.
 type release struct {
-	at   int64
-	seq  int64
 	node int
 	slot *limiter.Slot
-}
-
-type releases []release
-
-func (q releases) Len() int { return len(q) }
-func (q releases) Less(i, j int) bool {
-	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
-}
-func (q releases) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *releases) Push(x any)   { *q = append(*q, x.(release)) }
-func (q *releases) Pop() any {
-	old := *q
-	r := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return r
 }
 
 func (s *SlotScenario) defaults() {
@@ -130,8 +113,8 @@ func RunSlots(s SlotScenario) SlotResult {
 		sh.SetRules([]gossip.Rule{{Name: "sim-slots", Concurrent: f.TakePeak}})
 		nodes = append(nodes, &slotNode{name: name, f: f, share: sh})
 	}
-	var q queue
-	var rel releases
+	var q timeline[message]
+	var rel timeline[release]
 	qseq := int64(0)
 	ms := int64(time.Millisecond)
 	steps := int64(s.Seconds) * 1000
@@ -147,16 +130,14 @@ func RunSlots(s SlotScenario) SlotResult {
 		if s.KillAt > 0 && t >= s.KillAt && !nodes[0].dead {
 			nodes[0].dead = true
 		}
-		for rel.Len() > 0 && rel[0].at < now+ms {
-			r := heap.Pop(&rel).(release)
-			if !nodes[r.node].dead {
+		for rel.dueBefore(now + ms) {
+			if r := rel.next().v; !nodes[r.node].dead {
 				r.slot.Release()
 			}
 		}
-		for q.Len() > 0 && q[0].at < now+ms {
-			m := heap.Pop(&q).(message)
-			if !nodes[m.to].dead {
-				nodes[m.to].share.Observe(m.r, at(m.at))
+		for q.dueBefore(now + ms) {
+			if m := q.next(); !nodes[m.v.to].dead {
+				nodes[m.v.to].share.Observe(m.v.r, at(m.at))
 			}
 		}
 		w := slotWeights(s, nodes)
@@ -172,7 +153,7 @@ func RunSlots(s SlotScenario) SlotResult {
 					}
 					qseq++
 					delay := int64(s.Latency) + int64(rng.Float64()*float64(s.Jitter))
-					heap.Push(&q, message{at: now + delay, seq: qseq, to: j, r: r})
+					q.add(now+delay, qseq, message{to: j, r: r})
 				}
 			}
 			for range sm.poisson(rate * w[i] / 1000) {
@@ -191,7 +172,7 @@ func RunSlots(s SlotScenario) SlotResult {
 				*held = slot
 				qseq++
 				hold := int64(rng.ExpFloat64() * float64(s.Hold))
-				heap.Push(&rel, release{at: now + max(hold, 1), seq: qseq, node: i, slot: held})
+				rel.add(now+max(hold, 1), qseq, release{node: i, slot: held})
 			}
 		}
 		fleet, caps := int64(0), int64(0)

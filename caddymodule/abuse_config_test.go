@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 )
 
 func TestParseAbuseSubdirectives(t *testing.T) {
@@ -53,19 +54,19 @@ func TestParseAbuseErrors(t *testing.T) {
 }
 
 func TestAbuseJSONChecks(t *testing.T) {
-	base := func() Rule {
-		return Rule{Name: "r", Limits: []Limit{{Count: 5, Window: 60e9}}}
+	base := func() ruleconfig.Rule {
+		return ruleconfig.Rule{Name: "r", Limits: []ruleconfig.Limit{{Count: 5, Window: 60e9}}}
 	}
 	for i, tc := range []struct {
-		edit func(*Rule)
+		edit func(*ruleconfig.Rule)
 		want string
 	}{
-		{func(r *Rule) { r.BlockFor = []caddy.Duration{-1} }, "block_for -1ns: each duration must be above 0"},
-		{func(r *Rule) { r.BlockReset = 60e9 }, "block_reset without block_for"},
-		{func(r *Rule) { r.CountStatus = []string{"4x"} }, `count_status "4x"`},
-		{func(r *Rule) { r.CostHeader = "a b" }, `cost_header "a b": not a valid header name`},
-		{func(r *Rule) { r.Store = storeRedis; r.BlockFor = []caddy.Duration{1500} }, "must be a whole number of microseconds with store redis"},
-		{func(r *Rule) {
+		{func(r *ruleconfig.Rule) { r.BlockFor = []caddy.Duration{-1} }, "block_for -1ns: each duration must be above 0"},
+		{func(r *ruleconfig.Rule) { r.BlockReset = 60e9 }, "block_reset without block_for"},
+		{func(r *ruleconfig.Rule) { r.CountStatus = []string{"4x"} }, `count_status "4x"`},
+		{func(r *ruleconfig.Rule) { r.CostHeader = "a b" }, `cost_header "a b": not a valid header name`},
+		{func(r *ruleconfig.Rule) { r.Store = ruleconfig.StoreRedis; r.BlockFor = []caddy.Duration{1500} }, "must be a whole number of microseconds with store redis"},
+		{func(r *ruleconfig.Rule) {
 			r.Shadow = true
 			r.BlockFor = []caddy.Duration{60e9}
 			r.CountStatus = []string{"401"}
@@ -74,7 +75,7 @@ func TestAbuseJSONChecks(t *testing.T) {
 	} {
 		r := base()
 		tc.edit(&r)
-		err := r.validate()
+		err := validateRule(r)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%d: got %v, want %q", i, err, tc.want)
 		}
@@ -82,12 +83,12 @@ func TestAbuseJSONChecks(t *testing.T) {
 }
 
 func TestStatusSet(t *testing.T) {
-	s, err := parseStatuses([]string{"401", "5xx"})
+	s, err := ruleconfig.ParseStatuses([]string{"401", "5xx"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for code, want := range map[int]bool{99: false, 100: false, 400: false, 401: true, 402: false, 499: false, 500: true, 563: true, 599: true, 600: false, 0: false} {
-		if s.has(code) != want {
+		if s.Has(code) != want {
 			t.Errorf("has(%d) = %v, want %v", code, !want, want)
 		}
 	}

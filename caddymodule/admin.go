@@ -210,7 +210,7 @@ func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
 	e.stats.forget(key)
 	found = liftBlock(e, key) || found // blocks.go
 	v := resetView{Rule: e.name, Key: key, Reset: found}
-	if n := activeNode(); n != nil && e.rule.clustered {
+	if n := activeNode(); n != nil && e.clustered() {
 		v.Cluster = true
 		if err := n.Cluster.BroadcastReset(e.name, key); err != nil {
 			v.ClusterError = err.Error()

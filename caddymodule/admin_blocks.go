@@ -105,7 +105,7 @@ func setBlock(v *keyView, until time.Time, offences int, now time.Time) {
 // that follows lifts it on the others). It reports whether it had one.
 func liftBlock(e ruleEntry, key string) bool {
 	lifted := liftLocal(e, key)
-	if n := activeNode(); lifted && n != nil && e.rule.clustered {
+	if n := activeNode(); lifted && n != nil && e.clustered() {
 		n.Sharing.WithdrawBlock(gossip.KeyHash(e.name), key)
 	}
 	return lifted

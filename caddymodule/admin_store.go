@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -19,7 +20,7 @@ const adminStoreTimeout = 2 * time.Second
 
 // storeOf is the Redis store of a rule in force with store redis, or nil.
 func storeOf(e ruleEntry) *ruleStore {
-	if e.rule.Store != storeRedis {
+	if e.rule.Store != ruleconfig.StoreRedis {
 		return nil
 	}
 	app := activeApp.Load()

@@ -80,7 +80,7 @@ func TestAdminRoutes(t *testing.T) {
 func TestDescribeKeyScale(t *testing.T) {
 	rule := geoRule("describe key scale test")
 	rule.Tiers, rule.TierBy = map[string][]string{"pro": {"40/1h"}}, "header X-Plan"
-	lim := runningRule(t, rule.Name, rule.limiterConfig())
+	lim := runningRule(t, rule.Name, rule.LimiterConfig())
 	prev := activeApp.Swap(geoApp(t)) // after runningRule, whose commit makes its app the active one
 	t.Cleanup(func() { activeApp.Store(prev) })
 	lim.AllowAt("5.255.255.7", time.Now(), 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 	"github.com/edgebyte/edgelimit/topkeys"
@@ -23,14 +24,14 @@ type overviewView struct {
 // and what it has decided since its name came into use (counts survive
 // reloads).
 type ruleView struct {
-	Name      string      `json:"name"`
-	Config    Rule        `json:"config"`
-	Algorithm string      `json:"algorithm"`
-	Limits    []limitView `json:"limits"`
-	Burst     int64       `json:"burst,omitempty"`
-	Keys      int         `json:"keys"`
-	MaxKeys   int         `json:"max_keys"`
-	Evictions uint64      `json:"evictions"`
+	Name      string          `json:"name"`
+	Config    ruleconfig.Rule `json:"config"`
+	Algorithm string          `json:"algorithm"`
+	Limits    []limitView     `json:"limits"`
+	Burst     int64           `json:"burst,omitempty"`
+	Keys      int             `json:"keys"`
+	MaxKeys   int             `json:"max_keys"`
+	Evictions uint64          `json:"evictions"`
 	// EvictionsLimited is how many of the evictions were of keys left at
 	// one of their limits (see limiter.Limiter.EvictionCounts).
 	EvictionsLimited uint64        `json:"evictions_limited"`
@@ -162,7 +163,7 @@ func describeRule(e ruleEntry) ruleView {
 		v.MaxKeys = limiter.DefaultMaxKeys
 	}
 	for _, l := range cfg.Limits {
-		v.Limits = append(v.Limits, limitView{Count: l.Count, Window: windowText(l.Window), WindowSeconds: l.Window.Seconds()})
+		v.Limits = append(v.Limits, limitView{Count: l.Count, Window: ruleconfig.WindowText(l.Window), WindowSeconds: l.Window.Seconds()})
 	}
 	ruleInFlight(&v, e)
 	return v
@@ -178,8 +179,8 @@ func describeKey(e ruleEntry, key, tier string) keyView {
 		v.Scale = factors.For(code, ok)
 	}
 	if tier != "" {
-		tiers, _ := parseTiers(e.rule.Tiers, e.rule.Limits) // checked when the rule loaded
-		v.Scale *= tiers[tier]                              // serveKey checked that it is one
+		tiers, _ := ruleconfig.ParseTiers(e.rule.Tiers, e.rule.Limits) // checked when the rule loaded
+		v.Scale *= tiers[tier]                                         // serveKey checked that it is one
 	}
 	now := time.Now()
 	d := e.lim.PeekScaledAt(key, now, 0, v.Scale)

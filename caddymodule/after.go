@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 )
 
 // afterVar is the request variable holding the request's afterWriter, so
@@ -219,7 +220,7 @@ func (aw *afterWriter) settle(status int) {
 // (absent or invalid: the rule's cost, counted), or the rule's cost.
 func (c *afterCharge) units(status int, hdr http.Header) int64 {
 	a := &c.ru.abuse
-	if a.hasStatuses && !a.statuses.has(status) {
+	if a.hasStatuses && !a.statuses.Has(status) {
 		return 0
 	}
 	if a.costHeader == "" {
@@ -263,7 +264,7 @@ func (c *afterCharge) take(ctx context.Context, now time.Time, units int64) {
 	}
 	st.failed("charge", err)
 	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
-	if st.mode == storeErrorLocal {
+	if st.mode == ruleconfig.StoreErrorLocal {
 		ru.lim.ChargeScaledAt(c.key, now, units, c.scale*st.fallbackShare())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -272,8 +273,9 @@ func (a *App) sweep(every, checkGeo time.Duration) {
 // limits it shares with the running one (same window, same algorithm)
 // when the config starts. The change is recorded and applied when the
 // config starts. Each call must be paired with a release of the name.
-func (a *App) limiterFor(rule Rule) (*limiter.Limiter, *ruleStats, error) {
-	name, cfg := rule.Name, rule.limiterConfig()
+func (a *App) limiterFor(rule ruleconfig.Rule, clustered bool) (*limiter.Limiter, *ruleStats, error) {
+	name, cfg := rule.Name, rule.LimiterConfig()
+	cfg.Shares = clustered
 	for _, p := range a.pending {
 		if p.name != name {
 			continue
@@ -294,7 +296,7 @@ func (a *App) limiterFor(rule Rule) (*limiter.Limiter, *ruleStats, error) {
 
 // logRule logs, at info, a rule this config puts in force (at commit):
 // its limits and what becomes of its counters.
-func (a *App) logRule(rule Rule, lim, from *limiter.Limiter) {
+func (a *App) logRule(rule ruleconfig.Rule, lim, from *limiter.Limiter) {
 	counters := "new"
 	switch {
 	case from != nil:
@@ -304,7 +306,7 @@ func (a *App) logRule(rule Rule, lim, from *limiter.Limiter) {
 	}
 	limits := make([]string, len(rule.Limits))
 	for i, l := range rule.Limits {
-		limits[i] = fmt.Sprintf("%d/%s", l.Count, windowText(time.Duration(l.Window)))
+		limits[i] = fmt.Sprintf("%d/%s", l.Count, ruleconfig.WindowText(time.Duration(l.Window)))
 	}
 	algorithm := rule.Algorithm
 	if algorithm == "" {

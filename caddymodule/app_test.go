@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -15,10 +16,10 @@ func hourlyLimit(n int64) limiter.Config {
 }
 
 // ruleWith is a rule named name with cfg's limits and burst.
-func ruleWith(name string, cfg limiter.Config) Rule {
-	r := Rule{Name: name, Burst: cfg.Burst}
+func ruleWith(name string, cfg limiter.Config) ruleconfig.Rule {
+	r := ruleconfig.Rule{Name: name, Burst: cfg.Burst}
 	for _, l := range cfg.Limits {
-		r.Limits = append(r.Limits, Limit{Count: l.Count, Window: caddy.Duration(l.Window)})
+		r.Limits = append(r.Limits, ruleconfig.Limit{Count: l.Count, Window: caddy.Duration(l.Window)})
 	}
 	return r
 }
@@ -28,7 +29,7 @@ func ruleWith(name string, cfg limiter.Config) Rule {
 func runningRule(t *testing.T, name string, cfg limiter.Config) *limiter.Limiter {
 	t.Helper()
 	running := testApp()
-	lim, _, err := running.limiterFor(ruleWith(name, cfg))
+	lim, _, err := running.limiterFor(ruleWith(name, cfg), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestRegistryCommitAndRevert(t *testing.T) {
 	lim := runningRule(t, name, hourlyLimit(5))
 
 	failing := testApp()
-	same, _, err := failing.limiterFor(ruleWith(name, hourlyLimit(50)))
+	same, _, err := failing.limiterFor(ruleWith(name, hourlyLimit(50)), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestRegistrySuccessorAdoptsAtCommit(t *testing.T) {
 	next := testApp()
 	cfg := hourlyLimit(5)
 	cfg.Burst = 10
-	succ, _, err := next.limiterFor(ruleWith(name, cfg))
+	succ, _, err := next.limiterFor(ruleWith(name, cfg), false)
 	if err != nil {
 		t.Fatal(err)
 	}

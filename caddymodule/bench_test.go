@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/gossip"
 )
 
@@ -21,20 +22,20 @@ import (
 // cold or hot. Each request gets fresh vars, as
 // Caddy's server gives it, in every case.
 func BenchmarkServeHTTP(b *testing.B) {
-	rule := Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}
+	rule := ruleconfig.Rule{Name: "api", Limits: []ruleconfig.Limit{{Count: 1 << 31, Window: 3600e9}}}
 	limited := chain(testHandler(b, testApp(), rule))
 	rule.Name, rule.GeoMultiplier = "geo", map[string]float64{"RU": 1.5, "US": 1, "default": 0.5}
 	geoLimited := chain(testHandler(b, geoApp(b), rule))
 	// scope cluster in a cluster of 3: the key is cold (the cold share),
 	// or hot (tracked, its share set by the cluster)
-	rule.Name, rule.GeoMultiplier, rule.clustered = "shared", nil, true
+	rule.Name, rule.GeoMultiplier = "shared", nil
 	app, _ := clusterApp(3)
-	clustered := chain(testHandler(b, app, rule))
+	clustered := chain(sharedHandler(b, app, rule))
 	rule.Name = "shared-hot"
 	app, sh := clusterApp(3)
 	sh.SetRules([]gossip.Rule{{Name: rule.Name, Window: time.Hour, Demand: func(string) uint64 { return 0 }}})
 	sh.Track(gossip.KeyHash(rule.Name), "5.255.255.7", 1<<31)
-	clusteredHot := chain(testHandler(b, app, rule))
+	clusteredHot := chain(sharedHandler(b, app, rule))
 	for _, bc := range []struct {
 		name    string
 		handler caddyhttp.Handler

@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -32,19 +33,19 @@ const blockedEvent = "rate_limit_blocked"
 // abuse is what a provisioned rule needs of block_for, count_status and
 // cost_header on the request path.
 type abuse struct {
-	blocks      *limiter.Blocks // block_for, store local, not shadow; set at Provision
-	after       bool            // count_status or cost_header: reserved before, settled after
-	statuses    statusSet       // count_status; all statuses without
-	costHeader  string          // cost_header, canonical; "" without
+	blocks      *limiter.Blocks      // block_for, store local, not shadow; set at Provision
+	after       bool                 // count_status or cost_header: reserved before, settled after
+	statuses    ruleconfig.StatusSet // count_status; all statuses without
+	costHeader  string               // cost_header, canonical; "" without
 	hasStatuses bool
 }
 
 // newAbuse reads what the request path needs of cfg's abuse response.
-func newAbuse(cfg *Rule) (abuse, error) {
+func newAbuse(cfg *ruleconfig.Rule) (abuse, error) {
 	a := abuse{after: cfg.CostHeader != "" || cfg.CountStatus != nil}
 	if cfg.CountStatus != nil {
 		var err error
-		if a.statuses, err = parseStatuses(cfg.CountStatus); err != nil {
+		if a.statuses, err = ruleconfig.ParseStatuses(cfg.CountStatus); err != nil {
 			return a, err
 		}
 		a.hasStatuses = true
@@ -79,11 +80,11 @@ var blockNames = map[uint64]string{}
 // (blocks no one). The registry keeps them by name: a reload that keeps
 // block_for and block_reset keeps them; one that changes them starts anew
 // with the blocks running carried over.
-func (rs *rules) blocksFor(r Rule, clustered bool) (*limiter.Blocks, error) {
-	if len(r.BlockFor) == 0 || r.Store == storeRedis || r.Shadow {
+func (rs *rules) blocksFor(r ruleconfig.Rule, clustered bool) (*limiter.Blocks, error) {
+	if len(r.BlockFor) == 0 || r.Store == ruleconfig.StoreRedis || r.Shadow {
 		return nil, nil
 	}
-	cfg := blockConfig{durations: r.blockDurations(), reset: time.Duration(r.BlockReset), maxKeys: r.MaxKeys}
+	cfg := blockConfig{durations: r.BlockDurations(), reset: time.Duration(r.BlockReset), maxKeys: r.MaxKeys}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	s := rs.byName[r.Name]
@@ -327,7 +328,7 @@ func liftLocal(e ruleEntry, key string) bool {
 	if e.blocks == nil {
 		return false
 	}
-	if b, ok := e.blocks.InfoAt(key, time.Now()); ok && e.rule.clustered {
+	if b, ok := e.blocks.InfoAt(key, time.Now()); ok && e.clustered() {
 		// the block as reports carry it: to the millisecond, rounded up
 		lifted.remember(e.name, key, time.UnixMilli(b.Until.Add(time.Millisecond-1).UnixMilli()))
 	}

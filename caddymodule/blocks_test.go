@@ -14,18 +14,19 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // abuseHandler is testHandler with the rules' blocks made, as Provision
 // takes them from the registry.
-func abuseHandler(tb testing.TB, rules ...Rule) *Handler {
+func abuseHandler(tb testing.TB, rules ...ruleconfig.Rule) *Handler {
 	tb.Helper()
 	h := testHandler(tb, testApp(), rules...)
 	for _, r := range h.rules {
 		if len(r.BlockFor) > 0 && !r.Shadow {
-			b, err := limiter.NewBlocks(r.blockDurations(), time.Duration(r.BlockReset), 0)
+			b, err := limiter.NewBlocks(r.BlockDurations(), time.Duration(r.BlockReset), 0)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -244,7 +245,7 @@ func BenchmarkAbuse(b *testing.B) {
 	blocked.BlockFor = []caddy.Duration{caddy.Duration(time.Hour)}
 	for _, bc := range []struct {
 		name string
-		rule Rule
+		rule ruleconfig.Rule
 		next caddyhttp.Handler
 		want int
 	}{
@@ -293,12 +294,11 @@ func (w *statusWriter) WriteHeader(code int)        { w.code = code }
 // share of 30 an hour: 11): the share is spent, so the wait is the
 // window's, not the block's 5 s.
 func TestBlockedWaitClusterShare(t *testing.T) {
-	rule := Rule{Name: "bw", Limits: []Limit{{Count: 30, Window: caddy.Duration(time.Hour)}}, Algorithm: "fixed_window",
+	rule := ruleconfig.Rule{Name: "bw", Limits: []ruleconfig.Limit{{Count: 30, Window: caddy.Duration(time.Hour)}}, Algorithm: "fixed_window",
 		BlockFor: []caddy.Duration{caddy.Duration(5 * time.Second)}}
-	rule.clustered = true
 	app, _ := clusterApp(3)
-	h := testHandler(t, app, rule)
-	b, err := limiter.NewBlocks(h.rules[0].blockDurations(), 0, 0)
+	h := sharedHandler(t, app, rule)
+	b, err := limiter.NewBlocks(h.rules[0].BlockDurations(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,14 +333,14 @@ func TestCountStatusRedisDown(t *testing.T) {
 		mode  string
 		codes []int // of 4 failed logins on limit 2
 	}{
-		{storeErrorFailClosed, []int{503, 503, 503, 503}},
-		{storeErrorFailOpen, []int{401, 401, 401, 401}},
-		{storeErrorLocal, []int{401, 401, 429, 429}},
+		{ruleconfig.StoreErrorFailClosed, []int{503, 503, 503, 503}},
+		{ruleconfig.StoreErrorFailOpen, []int{401, 401, 401, 401}},
+		{ruleconfig.StoreErrorLocal, []int{401, 401, 429, 429}},
 	} {
 		srv := redistest.Start(t)
 		rule := hourly("login-"+c.mode, 2)
 		rule.CountStatus = []string{"401"}
-		rule.Store = storeRedis
+		rule.Store = ruleconfig.StoreRedis
 		rule.OnStoreError = c.mode
 		h := redisHandler(t, srv, rule)
 		srv.Kill()

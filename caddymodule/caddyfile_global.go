@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/gossip"
 )
 
@@ -359,7 +360,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 	if !d.NextArg() {
 		return nil, d.Errf("store: want redis, as in `store redis { address 10.0.0.9:6379 }`")
 	}
-	if kind = d.Val(); kind != storeRedis {
+	if kind = d.Val(); kind != ruleconfig.StoreRedis {
 		return nil, d.Errf("store %q: want redis", kind)
 	}
 	if d.NextArg() {

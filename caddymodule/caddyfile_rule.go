@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -46,7 +47,7 @@ func parseRuleBlock(d *caddyfile.Dispenser) (*ruleSpec, error) {
 // ruleSpec is a rule as one block gives it, with the subdirectives it
 // sets, so that defaults fill in only the others.
 type ruleSpec struct {
-	rule  Rule
+	rule  ruleconfig.Rule
 	start caddyfile.Token            // where the rule begins, for errors about all of it
 	set   map[string]caddyfile.Token // subdirectives given, at their first line
 }
@@ -73,35 +74,35 @@ var repeatableSubdirectives = map[string]bool{"limit": true, "by": true, "exempt
 
 // inheritedFields copies each field a rule may inherit from the defaults, by
 // subdirective. name is not inherited.
-var inheritedFields = map[string]func(dst, src *Rule){
-	"limit":           func(dst, src *Rule) { dst.Limits = slices.Clone(src.Limits) },
-	"algorithm":       func(dst, src *Rule) { dst.Algorithm = src.Algorithm },
-	"burst":           func(dst, src *Rule) { dst.Burst = src.Burst },
-	"max_delay":       func(dst, src *Rule) { dst.MaxDelay = src.MaxDelay },
-	"max_held":        func(dst, src *Rule) { dst.MaxHeld = src.MaxHeld },
-	"by":              func(dst, src *Rule) { dst.By = slices.Clone(src.By) },
-	"on_missing_key":  func(dst, src *Rule) { dst.OnMissingKey = src.OnMissingKey },
-	"cost":            func(dst, src *Rule) { dst.Cost = src.Cost },
-	"shadow":          func(dst, src *Rule) { dst.Shadow = src.Shadow },
-	"scope":           func(dst, src *Rule) { dst.Scope = src.Scope },
-	"exempt":          func(dst, src *Rule) { dst.Exempt = slices.Clone(src.Exempt) },
-	"headers":         func(dst, src *Rule) { dst.Headers = src.Headers },
-	"retry_jitter":    func(dst, src *Rule) { dst.RetryJitter = src.RetryJitter },
-	"max_keys":        func(dst, src *Rule) { dst.MaxKeys = src.MaxKeys },
-	"problem_json":    func(dst, src *Rule) { dst.ProblemJSON = src.ProblemJSON },
-	"log_key":         func(dst, src *Rule) { dst.LogKey = src.LogKey },
-	"disable_metrics": func(dst, src *Rule) { dst.DisableMetrics = src.DisableMetrics },
-	"ipv4_prefix":     func(dst, src *Rule) { dst.IPv4Prefix = src.IPv4Prefix },
-	"ipv6_prefix":     func(dst, src *Rule) { dst.IPv6Prefix = src.IPv6Prefix },
-	"geo_multiplier":  func(dst, src *Rule) { dst.GeoMultiplier = maps.Clone(src.GeoMultiplier) },
-	"tier":            func(dst, src *Rule) { dst.Tiers = maps.Clone(src.Tiers) },
-	"tier_by":         func(dst, src *Rule) { dst.TierBy = src.TierBy },
-	"key_hash":        func(dst, src *Rule) { dst.KeyHash = src.KeyHash },
-	"match":           func(dst, src *Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
-	"store":           func(dst, src *Rule) { dst.Store = src.Store },
-	"on_store_error":  func(dst, src *Rule) { dst.OnStoreError = src.OnStoreError },
-	"max_concurrent":  func(dst, src *Rule) { dst.MaxConcurrent = src.MaxConcurrent },
-	"lease_timeout":   func(dst, src *Rule) { dst.LeaseTimeout = src.LeaseTimeout },
+var inheritedFields = map[string]func(dst, src *ruleconfig.Rule){
+	"limit":           func(dst, src *ruleconfig.Rule) { dst.Limits = slices.Clone(src.Limits) },
+	"algorithm":       func(dst, src *ruleconfig.Rule) { dst.Algorithm = src.Algorithm },
+	"burst":           func(dst, src *ruleconfig.Rule) { dst.Burst = src.Burst },
+	"max_delay":       func(dst, src *ruleconfig.Rule) { dst.MaxDelay = src.MaxDelay },
+	"max_held":        func(dst, src *ruleconfig.Rule) { dst.MaxHeld = src.MaxHeld },
+	"by":              func(dst, src *ruleconfig.Rule) { dst.By = slices.Clone(src.By) },
+	"on_missing_key":  func(dst, src *ruleconfig.Rule) { dst.OnMissingKey = src.OnMissingKey },
+	"cost":            func(dst, src *ruleconfig.Rule) { dst.Cost = src.Cost },
+	"shadow":          func(dst, src *ruleconfig.Rule) { dst.Shadow = src.Shadow },
+	"scope":           func(dst, src *ruleconfig.Rule) { dst.Scope = src.Scope },
+	"exempt":          func(dst, src *ruleconfig.Rule) { dst.Exempt = slices.Clone(src.Exempt) },
+	"headers":         func(dst, src *ruleconfig.Rule) { dst.Headers = src.Headers },
+	"retry_jitter":    func(dst, src *ruleconfig.Rule) { dst.RetryJitter = src.RetryJitter },
+	"max_keys":        func(dst, src *ruleconfig.Rule) { dst.MaxKeys = src.MaxKeys },
+	"problem_json":    func(dst, src *ruleconfig.Rule) { dst.ProblemJSON = src.ProblemJSON },
+	"log_key":         func(dst, src *ruleconfig.Rule) { dst.LogKey = src.LogKey },
+	"disable_metrics": func(dst, src *ruleconfig.Rule) { dst.DisableMetrics = src.DisableMetrics },
+	"ipv4_prefix":     func(dst, src *ruleconfig.Rule) { dst.IPv4Prefix = src.IPv4Prefix },
+	"ipv6_prefix":     func(dst, src *ruleconfig.Rule) { dst.IPv6Prefix = src.IPv6Prefix },
+	"geo_multiplier":  func(dst, src *ruleconfig.Rule) { dst.GeoMultiplier = maps.Clone(src.GeoMultiplier) },
+	"tier":            func(dst, src *ruleconfig.Rule) { dst.Tiers = maps.Clone(src.Tiers) },
+	"tier_by":         func(dst, src *ruleconfig.Rule) { dst.TierBy = src.TierBy },
+	"key_hash":        func(dst, src *ruleconfig.Rule) { dst.KeyHash = src.KeyHash },
+	"match":           func(dst, src *ruleconfig.Rule) { dst.MatcherSetsRaw = slices.Clone(src.MatcherSetsRaw) },
+	"store":           func(dst, src *ruleconfig.Rule) { dst.Store = src.Store },
+	"on_store_error":  func(dst, src *ruleconfig.Rule) { dst.OnStoreError = src.OnStoreError },
+	"max_concurrent":  func(dst, src *ruleconfig.Rule) { dst.MaxConcurrent = src.MaxConcurrent },
+	"lease_timeout":   func(dst, src *ruleconfig.Rule) { dst.LeaseTimeout = src.LeaseTimeout },
 }
 
 // inherit fills in what s does not set from the defaults.
@@ -128,28 +129,28 @@ func (s *ruleSpec) finish() error {
 	if len(r.Limits) == 0 && r.MaxConcurrent == 0 {
 		return errAtToken(s.start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
 	}
-	if err := r.checkConcurrent(); err != nil {
+	if err := r.CheckConcurrent(); err != nil {
 		return errAtToken(s.at("max_concurrent"), "rule %q: %v", r.Name, err)
 	}
-	if err := r.checkMaxHeld(); err != nil {
+	if err := r.CheckMaxHeld(); err != nil {
 		return errAtToken(s.set["max_held"], "rule %q: %v", r.Name, err)
 	}
 	if n, err := strconv.ParseInt(r.Cost, 10, 64); err == nil {
-		if err := r.checkCost(n); err != nil {
+		if err := r.CheckCost(n); err != nil {
 			return errAtToken(s.set["cost"], "rule %q: %v", r.Name, err)
 		}
 	}
 	if err := s.finishAbuse(); err != nil {
 		return err
 	}
-	if err := r.checkStore(); err != nil {
+	if err := r.CheckStore(); err != nil {
 		at := s.set["store"]
 		if at.Text == "" {
 			at = s.set["on_store_error"]
 		}
 		return errAtToken(at, "rule %q: %v", r.Name, err)
 	}
-	if err := r.validate(); err != nil {
+	if err := validateRule(*r); err != nil {
 		return errAtToken(s.start, "rule %q: %v", r.Name, err)
 	}
 	return nil
@@ -200,8 +201,8 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		if w < limiter.MinWindow || w > limiter.MaxWindow {
 			return d.Errf("limit window %s: must be between %s and %s", window, limiter.MinWindow, limiter.MaxWindow)
 		}
-		r.Limits = append(r.Limits, Limit{Count: n, Window: caddy.Duration(w)})
-		if err := checkWindows(r.Limits); err != nil {
+		r.Limits = append(r.Limits, ruleconfig.Limit{Count: n, Window: caddy.Duration(w)})
+		if err := ruleconfig.CheckWindows(r.Limits); err != nil {
 			return d.Errf("%v", err)
 		}
 
@@ -263,7 +264,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return err
 		}
 		switch r.OnMissingKey {
-		case missingSkip, missingIP, missingDeny:
+		case ruleconfig.MissingSkip, ruleconfig.MissingIP, ruleconfig.MissingDeny:
 		default:
 			return d.Errf("on_missing_key %q: want skip, ip or deny", r.OnMissingKey)
 		}
@@ -286,7 +287,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return err
 		}
 		switch r.Scope {
-		case scopeCluster, scopeNode:
+		case ruleconfig.ScopeCluster, ruleconfig.ScopeNode:
 		default:
 			return d.Errf("scope %q: want cluster or node", r.Scope)
 		}
@@ -297,7 +298,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return d.ArgErr()
 		}
 		for _, cidr := range ranges {
-			if _, err := parsePrefix(cidr); err != nil {
+			if _, err := ruleconfig.ParsePrefix(cidr); err != nil {
 				return d.Errf("%v", err)
 			}
 		}
@@ -308,7 +309,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return err
 		}
 		switch r.Headers {
-		case headersIETF, headersLegacy, headersBoth, headersOff:
+		case ruleconfig.HeadersIETF, ruleconfig.HeadersLegacy, ruleconfig.HeadersBoth, ruleconfig.HeadersOff:
 		default:
 			return d.Errf("headers %q: want ietf, legacy, both or off", r.Headers)
 		}
@@ -343,7 +344,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		if err := oneArg(d, &r.KeyHash); err != nil {
 			return err
 		}
-		if r.KeyHash != keyHashSHA256 {
+		if r.KeyHash != ruleconfig.KeyHashSHA256 {
 			return d.Errf("key_hash %q: want sha256", r.KeyHash)
 		}
 
@@ -356,7 +357,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return d.Errf("tier %s given twice", args[0])
 		}
 		for _, spec := range args[1:] {
-			if _, _, err := parseTierLimit(spec); err != nil {
+			if _, _, err := ruleconfig.ParseTierLimit(spec); err != nil {
 				return d.Errf("tier %s: %v", args[0], err)
 			}
 		}
@@ -386,7 +387,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		if err := oneArg(d, &r.Store); err != nil {
 			return err
 		}
-		if r.Store != storeLocal && r.Store != storeRedis {
+		if r.Store != ruleconfig.StoreLocal && r.Store != ruleconfig.StoreRedis {
 			return d.Errf("store %q: want local or redis", r.Store)
 		}
 
@@ -395,7 +396,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 			return err
 		}
 		switch r.OnStoreError {
-		case storeErrorLocal, storeErrorFailOpen, storeErrorFailClosed:
+		case ruleconfig.StoreErrorLocal, ruleconfig.StoreErrorFailOpen, ruleconfig.StoreErrorFailClosed:
 		default:
 			return d.Errf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
 		}
@@ -443,7 +444,7 @@ func parseBy(d *caddyfile.Dispenser) ([]string, error) {
 }
 
 // parseJitter reads retry_jitter (or caddy-ratelimit's jitter) into r.
-func parseJitter(d *caddyfile.Dispenser, r *Rule) error {
+func parseJitter(d *caddyfile.Dispenser, r *ruleconfig.Rule) error {
 	sub := d.Val()
 	var arg string
 	if err := oneArg(d, &arg); err != nil {

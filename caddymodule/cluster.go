@@ -216,13 +216,13 @@ func (a *App) clusterNode() *clusternode.Node {
 func (a *App) sharedRules() []gossip.Rule {
 	var out []gossip.Rule
 	for _, p := range a.pending {
-		if !p.rule.clustered {
+		if !p.cfg.Shares {
 			continue
 		}
 		if c, ok := concurrentRule(p.name); ok && p.rule.MaxConcurrent > 0 {
 			out = append(out, c)
 		}
-		if p.rule.concurrentOnly() {
+		if p.rule.ConcurrentOnly() {
 			continue
 		}
 		lim := p.lim

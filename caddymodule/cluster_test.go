@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/internal/clusternode"
 )
@@ -69,14 +70,13 @@ func clusterApp(size int) (*App, *gossip.Sharing) {
 // it here. A rule with scope node keeps its whole limit.
 func TestClusterScope(t *testing.T) {
 	shared := hourly("shared", 100)
-	shared.clustered = true
 	perNode := hourly("per-node", 100)
 
 	for _, c := range []struct {
 		size, shared, perNode int
 	}{{1, 100, 100}, {10, 11, 100}} {
 		app, sh := clusterApp(c.size)
-		h := chain(testHandler(t, app, shared), testHandler(t, app, perNode))
+		h := chain(sharedHandler(t, app, shared), testHandler(t, app, perNode))
 		counts := map[string]int{}
 		for range 120 {
 			w := httptest.NewRecorder()
@@ -124,10 +124,9 @@ func count200(t *testing.T, h caddyhttp.Handler, n int) int {
 }
 
 func TestClusterLongKey(t *testing.T) {
-	rule := Rule{Name: "long", Limits: []Limit{{Count: 100, Window: caddy.Duration(time.Hour)}}, By: []string{"header X-Key"}}
-	rule.clustered = true
+	rule := ruleconfig.Rule{Name: "long", Limits: []ruleconfig.Limit{{Count: 100, Window: caddy.Duration(time.Hour)}}, By: []string{"header X-Key"}}
 	app, sh := clusterApp(10)
-	h := chain(testHandler(t, app, rule))
+	h := chain(sharedHandler(t, app, rule))
 	long := strings.Repeat("k", 1<<20)
 	for range 8 { // 11 allowed here (1.1/10 of 100): past half, the key is followed
 		r := newRequest("203.0.113.11")

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -50,18 +51,18 @@ type Zone struct {
 
 // rule is the zone as a rule: named after the zone, sliding_log (the
 // exact window caddy-ratelimit keeps), limit max_events window, by key.
-func (z *Zone) rule(name string) (Rule, error) {
+func (z *Zone) rule(name string) (ruleconfig.Rule, error) {
 	if z.MaxEvents == 0 || z.Window == 0 {
-		return Rule{}, fmt.Errorf("zone %s: a zone needs both events (max_events) and window", name)
+		return ruleconfig.Rule{}, fmt.Errorf("zone %s: a zone needs both events (max_events) and window", name)
 	}
 	if z.MaxEvents < 1 || z.MaxEvents > limiter.MaxCount {
-		return Rule{}, fmt.Errorf("zone %s: events %d: must be a whole number from 1 to %d", name, z.MaxEvents, int64(limiter.MaxCount))
+		return ruleconfig.Rule{}, fmt.Errorf("zone %s: events %d: must be a whole number from 1 to %d", name, z.MaxEvents, int64(limiter.MaxCount))
 	}
 	if w := time.Duration(z.Window); w < limiter.MinWindow || w > limiter.MaxWindow {
-		return Rule{}, fmt.Errorf("zone %s: window %s: must be between %s and %s", name, w, limiter.MinWindow, limiter.MaxWindow)
+		return ruleconfig.Rule{}, fmt.Errorf("zone %s: window %s: must be between %s and %s", name, w, limiter.MinWindow, limiter.MaxWindow)
 	}
 	if z.IPv4Prefix < 0 || z.IPv4Prefix > 32 || z.IPv6Prefix < 0 || z.IPv6Prefix > 128 {
-		return Rule{}, fmt.Errorf("zone %s: ipv4_prefix %d, ipv6_prefix %d: must be 1 to 32 and 1 to 128", name, z.IPv4Prefix, z.IPv6Prefix)
+		return ruleconfig.Rule{}, fmt.Errorf("zone %s: ipv4_prefix %d, ipv6_prefix %d: must be 1 to 32 and 1 to 128", name, z.IPv4Prefix, z.IPv6Prefix)
 	}
 	var by string
 	switch {
@@ -73,13 +74,13 @@ func (z *Zone) rule(name string) (Rule, error) {
 		by = z.Key
 	}
 	if _, err := parseKeySource(by); err != nil {
-		return Rule{}, fmt.Errorf("zone %s: key %q: %v", name, z.Key, err)
+		return ruleconfig.Rule{}, fmt.Errorf("zone %s: key %q: %v", name, z.Key, err)
 	}
-	r := Rule{
+	r := ruleconfig.Rule{
 		Name:           name,
 		MatcherSetsRaw: z.MatcherSetsRaw,
 		Algorithm:      string(limiter.SlidingLog),
-		Limits:         []Limit{{Count: z.MaxEvents, Window: z.Window}},
+		Limits:         []ruleconfig.Limit{{Count: z.MaxEvents, Window: z.Window}},
 		By:             []string{by},
 		IPv4Prefix:     z.IPv4Prefix,
 		IPv6Prefix:     z.IPv6Prefix,
@@ -88,7 +89,7 @@ func (z *Zone) rule(name string) (Rule, error) {
 		// caddy-ratelimit counts requests whose key is empty together;
 		// skipping them would let a client escape the zone by omitting
 		// the key, so they are keyed by client IP.
-		r.OnMissingKey = missingIP
+		r.OnMissingKey = ruleconfig.MissingIP
 	}
 	return r, nil
 }

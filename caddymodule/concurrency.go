@@ -26,42 +26,6 @@ import (
 // sharing, apart from its rate side: a rule may have both.
 const concurrentSuffix = "#concurrent"
 
-// concurrentOnlyLimits is the limiter configuration of a rule with
-// max_concurrent and no limit: its registry entry needs a limiter, which
-// never decides a request (see concurrentOnly).
-var concurrentOnlyLimits = []limiter.Limit{{Count: 1, Window: limiter.MinWindow}}
-
-// concurrentOnly is true for a rule with max_concurrent and no limit: no
-// rate is decided, only the requests in flight.
-func (r *Rule) concurrentOnly() bool { return len(r.Limits) == 0 && r.MaxConcurrent > 0 }
-
-// checkConcurrent checks max_concurrent and what it cannot be combined
-// with.
-func (r *Rule) checkConcurrent() error {
-	switch {
-	case r.MaxConcurrent == 0:
-		return r.checkLeaseTimeout()
-	case r.MaxConcurrent < 0 || r.MaxConcurrent > math.MaxUint32:
-		return fmt.Errorf("max_concurrent %d: must be a whole number from 1 to %d", r.MaxConcurrent, uint32(math.MaxUint32))
-	}
-	if err := r.checkLeaseTimeout(); err != nil {
-		return err
-	}
-	if !r.concurrentOnly() {
-		return nil
-	}
-	for what, set := range map[string]bool{
-		"algorithm": r.Algorithm != "", "burst": r.Burst != 0, "max_delay": r.MaxDelay != 0,
-		"max_held": r.MaxHeld != 0, "cost": r.Cost != "", "tier": len(r.Tiers) > 0,
-		"count_status": len(r.CountStatus) > 0, "cost_header": r.CostHeader != "", "block_for": len(r.BlockFor) > 0,
-	} {
-		if set {
-			return fmt.Errorf("%s needs a limit line: a rule with max_concurrent alone counts requests in flight, one each", what)
-		}
-	}
-	return nil
-}
-
 // concurrency is a rule's max_concurrent state, process-wide by rule name.
 type concurrency struct {
 	inFlight *limiter.InFlight
@@ -115,7 +79,7 @@ func (ru *rule) provisionConcurrency() {
 // setConcurrency sets ru's max_concurrent to count its requests in state.
 func (ru *rule) setConcurrency(state *concurrency) {
 	c := &ruleConcurrency{concurrency: state, name: sfString(ru.Name)}
-	if !ru.concurrentOnly() {
+	if !ru.ConcurrentOnly() {
 		c.name += "-concurrent"
 	}
 	if ru.clustered {
@@ -158,7 +122,7 @@ func (ru *rule) setConcurrentHeaders(h http.Header, n, free int64) {
 		}
 		addHeaders(h, item, policy)
 	}
-	if ru.legacy && ru.concurrentOnly() {
+	if ru.legacy && ru.ConcurrentOnly() {
 		h[hdrLimit] = []string{strconv.FormatInt(n, 10)}
 		h[hdrRemaining] = []string{strconv.FormatInt(free, 10)}
 		h[hdrReset] = []string{"0"}
@@ -268,7 +232,7 @@ func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFli
 func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f facts, took *takings, slots *inFlightSlots) (stop bool, err error) {
 	out, n := ru.admit(h.app, q, w.Header(), f, slots)
 	cost := f.cost // beside limits, the request passed them: one decision of both
-	if ru.concurrentOnly() {
+	if ru.ConcurrentOnly() {
 		cost = 1
 	}
 	ru.stats.decided(f.key, cost, out == concAdmitted, ru.Shadow)

@@ -54,7 +54,7 @@ func ruleInFlight(v *ruleView, e ruleEntry) {
 			key, escaped := jsonKey(k.Key)
 			v.BusiestInFlight = append(v.BusiestInFlight, keyInFlightView{key, escaped, k.InFlight})
 		}
-		if e.rule.concurrentOnly() {
+		if e.rule.ConcurrentOnly() {
 			v.Limits = []limitView{} // its limiter decides nothing
 		}
 	}
@@ -82,7 +82,7 @@ func keyInFlight(v *keyView, e ruleEntry, key string) {
 // max_concurrent.
 func setInFlight(v *keyView, e ruleEntry, n int64) {
 	v.InFlight, v.MaxConcurrent = &n, e.rule.MaxConcurrent
-	if e.rule.concurrentOnly() {
+	if e.rule.ConcurrentOnly() {
 		v.Limits = []keyLimitView{}
 		v.Allowed, v.RetryAfterSeconds = n < int64(e.rule.MaxConcurrent), 0
 	} else if n >= int64(e.rule.MaxConcurrent) {

@@ -8,10 +8,10 @@ package caddymodule
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/redisstore"
 )
 
@@ -83,27 +83,12 @@ func (ru *rule) admitLease(q *request, f facts, n int64, slots *inFlightSlots, h
 	st.failed("lease", err)
 	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
 	switch st.mode {
-	case storeErrorFailOpen:
+	case ruleconfig.StoreErrorFailOpen:
 		return concAdmitted, true // unlimited by the rule, without its headers
-	case storeErrorFailClosed:
+	case ruleconfig.StoreErrorFailClosed:
 		return concUnavailable, true
 	}
 	return 0, false
-}
-
-// checkLeaseTimeout checks lease_timeout: with max_concurrent and store
-// redis, whole milliseconds, at least 3ms.
-func (r *Rule) checkLeaseTimeout() error {
-	t := time.Duration(r.LeaseTimeout)
-	switch {
-	case t == 0:
-		return nil
-	case r.MaxConcurrent == 0 || r.Store != storeRedis:
-		return fmt.Errorf("lease_timeout applies to max_concurrent with store redis only")
-	case t < 3*time.Millisecond || t%time.Millisecond != 0:
-		return fmt.Errorf("lease_timeout %s: must be whole milliseconds, at least 3ms", t)
-	}
-	return nil
 }
 
 // storeInFlight is key's leases in force in Redis, the whole fleet's (0

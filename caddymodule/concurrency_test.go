@@ -10,13 +10,14 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // concurrentHandler is testHandler with each rule's max_concurrent
 // counting in a fresh InFlight.
-func concurrentHandler(tb testing.TB, rules ...Rule) *Handler {
+func concurrentHandler(tb testing.TB, rules ...ruleconfig.Rule) *Handler {
 	tb.Helper()
 	h := testHandler(tb, testApp(), rules...)
 	for _, r := range h.rules {
@@ -42,7 +43,7 @@ func (x *holding) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 }
 
 func TestMaxConcurrentAlone(t *testing.T) {
-	h := concurrentHandler(t, Rule{Name: "dl", MaxConcurrent: 2})
+	h := concurrentHandler(t, ruleconfig.Rule{Name: "dl", MaxConcurrent: 2})
 	x := &holding{entered: make(chan struct{}, 8), release: make(chan struct{})}
 	inF := h.rules[0].conc.inFlight
 	done := make(chan *httptest.ResponseRecorder, 2)
@@ -137,7 +138,7 @@ func TestMaxConcurrentWithLimit(t *testing.T) {
 // TestMaxConcurrentLaterRuleDenies: a place taken is given back at once
 // when a later rule denies.
 func TestMaxConcurrentLaterRuleDenies(t *testing.T) {
-	h := concurrentHandler(t, Rule{Name: "c", MaxConcurrent: 1}, hourly("r", 1))
+	h := concurrentHandler(t, ruleconfig.Rule{Name: "c", MaxConcurrent: 1}, hourly("r", 1))
 	if got := status(t, chain(h), newRequest("192.0.2.1")); got != 200 {
 		t.Fatalf("first: %d", got)
 	}
@@ -151,19 +152,19 @@ func TestMaxConcurrentLaterRuleDenies(t *testing.T) {
 
 func TestMaxConcurrentConfig(t *testing.T) {
 	for _, c := range []struct {
-		rule Rule
+		rule ruleconfig.Rule
 		err  bool
 	}{
-		{Rule{Name: "a", MaxConcurrent: 3}, false},
-		{Rule{Name: "a", MaxConcurrent: -1}, true},
-		{Rule{Name: "a", MaxConcurrent: 3, Burst: 2}, true},
-		{Rule{Name: "a", MaxConcurrent: 3, Cost: "2"}, true},
-		{Rule{Name: "a", MaxConcurrent: 3, Store: storeRedis}, false},
-		{Rule{Name: "a", MaxConcurrent: 3, LeaseTimeout: 1e9}, true},
-		{Rule{Name: "a", MaxConcurrent: 3, Store: storeRedis, LeaseTimeout: 1e6 + 1}, true},
-		{Rule{Name: "a"}, true},
+		{ruleconfig.Rule{Name: "a", MaxConcurrent: 3}, false},
+		{ruleconfig.Rule{Name: "a", MaxConcurrent: -1}, true},
+		{ruleconfig.Rule{Name: "a", MaxConcurrent: 3, Burst: 2}, true},
+		{ruleconfig.Rule{Name: "a", MaxConcurrent: 3, Cost: "2"}, true},
+		{ruleconfig.Rule{Name: "a", MaxConcurrent: 3, Store: ruleconfig.StoreRedis}, false},
+		{ruleconfig.Rule{Name: "a", MaxConcurrent: 3, LeaseTimeout: 1e9}, true},
+		{ruleconfig.Rule{Name: "a", MaxConcurrent: 3, Store: ruleconfig.StoreRedis, LeaseTimeout: 1e6 + 1}, true},
+		{ruleconfig.Rule{Name: "a"}, true},
 	} {
-		if err := c.rule.validate(); (err != nil) != c.err {
+		if err := validateRule(c.rule); (err != nil) != c.err {
 			t.Errorf("%+v: %v", c.rule, err)
 		}
 	}
@@ -175,13 +176,13 @@ func TestMaxConcurrentConfig(t *testing.T) {
 // "rate+max-concurrent" both in one rule. Every request is admitted and
 // its place given back when the chain returns.
 func BenchmarkMaxConcurrent(b *testing.B) {
-	rate := Rule{Name: "api", Limits: []Limit{{Count: 1 << 31, Window: 3600e9}}}
-	conc := Rule{Name: "dl", MaxConcurrent: 8}
+	rate := ruleconfig.Rule{Name: "api", Limits: []ruleconfig.Limit{{Count: 1 << 31, Window: 3600e9}}}
+	conc := ruleconfig.Rule{Name: "dl", MaxConcurrent: 8}
 	both := rate
 	both.Name, both.MaxConcurrent = "both", 8
 	for _, bc := range []struct {
 		name string
-		rule Rule
+		rule ruleconfig.Rule
 	}{{"rate", rate}, {"max-concurrent", conc}, {"rate+max-concurrent", both}} {
 		b.Run(bc.name, func(b *testing.B) {
 			handler := chain(concurrentHandler(b, bc.rule))
@@ -237,7 +238,7 @@ func TestMaxConcurrentRedisTiers(t *testing.T) {
 	rule.By = []string{"header X-User"}
 	rule.Tiers = map[string][]string{"free": {"50/1h"}}
 	rule.TierBy = "header X-Plan"
-	rule.Store = storeRedis
+	rule.Store = ruleconfig.StoreRedis
 	h := redisHandler(t, srv, rule)
 	h.rules[0].setConcurrency(&concurrency{inFlight: limiter.NewInFlight(0)})
 	x := &holding{entered: make(chan struct{}, 16), release: make(chan struct{})}

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/mmdbtest"
 )
 
@@ -87,7 +88,7 @@ func TestCountryOf(t *testing.T) {
 
 // geoRule is the seed's public rule, scaled down: 10 per hour, RU 1.5,
 // US 1.0, others 0.5, and CN blocked.
-func geoRule(name string) Rule {
+func geoRule(name string) ruleconfig.Rule {
 	r := hourly(name, 10)
 	r.GeoMultiplier = map[string]float64{"RU": 1.5, "us": 1, "CN": 0, "default": 0.5}
 	return r
@@ -198,11 +199,11 @@ func TestGeoRefundScaled(t *testing.T) {
 }
 
 func TestGeoMultiplierNeedsCountries(t *testing.T) {
-	_, err := newRule(Rule{Name: "x", Limits: hourly("x", 1).Limits, GeoMultiplier: map[string]float64{"USA": 1}})
+	_, err := newRule(ruleconfig.Rule{Name: "x", Limits: hourly("x", 1).Limits, GeoMultiplier: map[string]float64{"USA": 1}})
 	if err == nil || !strings.Contains(err.Error(), `geo_multiplier: key "USA"`) {
 		t.Errorf("bad code: %v", err)
 	}
-	_, err = newRule(Rule{Name: "x", Limits: hourly("x", 1).Limits, GeoMultiplier: map[string]float64{"US": -1}})
+	_, err = newRule(ruleconfig.Rule{Name: "x", Limits: hourly("x", 1).Limits, GeoMultiplier: map[string]float64{"US": -1}})
 	if err == nil || !strings.Contains(err.Error(), "negative") {
 		t.Errorf("negative factor: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/gossip"
 	"go.uber.org/zap"
 )
@@ -28,7 +29,7 @@ func init() {
 type Handler struct {
 	// Rules are the rate limits applied to every request reaching the
 	// handler (each narrowed by its own match). At least one.
-	Rules []Rule `json:"rules,omitempty"`
+	Rules []ruleconfig.Rule `json:"rules,omitempty"`
 
 	// RulesFile is the path of a file of rules in the EdgeByte YAML format
 	// (a rate_limit: list of rules, each with path:, limit:, window:, by:
@@ -157,13 +158,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				src.tokens = h.app.tokens
 			}
 		}
-		if h.app.Cluster != nil && r.Scope != scopeNode && r.Store != storeRedis {
+		if h.app.Cluster != nil && r.Scope != ruleconfig.ScopeNode && r.Store != ruleconfig.StoreRedis {
 			r.clustered = true
 			r.hash = gossip.KeyHash(r.Name)
 		}
 		// the in-process limiter: the rule's state, or with store redis
 		// the fallback of on_store_error local
-		r.lim, r.stats, err = h.app.limiterFor(r.Rule)
+		r.lim, r.stats, err = h.app.limiterFor(r.Rule, r.clustered)
 		if err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}
@@ -172,7 +173,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}
 		r.provisionConcurrency()
-		if r.Store == storeRedis {
+		if r.Store == ruleconfig.StoreRedis {
 			if r.store, err = h.app.storeFor(r); err != nil {
 				registry.release(r.Name)
 				return fmt.Errorf("rule %s: %v", r.Name, err)
@@ -222,7 +223,7 @@ var clientSources = map[sourceKind]string{sourceJWT: "token", sourceHeader: "hea
 // something they send, with on_missing_key skip (leave it out and the rule
 // does not apply), or with a tier they name themselves.
 func (h *Handler) warnBypass(r *rule) {
-	if r.OnMissingKey == "" || r.OnMissingKey == missingSkip {
+	if r.OnMissingKey == "" || r.OnMissingKey == ruleconfig.MissingSkip {
 		for _, src := range r.keys {
 			if what, ok := clientSources[src.kind]; ok {
 				h.logger.Warn("rule keys by a "+what+" with on_missing_key skip: a request without one (or, for a token, with one that fails verification) is not limited by this rule; set on_missing_key ip to limit such requests by client IP",

@@ -6,20 +6,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // policyNames are a rule's policy names in the IETF headers, one per
 // limit: the rule's name alone when it has one limit, else the name and
 // the window ("api-1s", "api-1d").
-func policyNames(name string, limits []Limit) []string {
+func policyNames(name string, limits []ruleconfig.Limit) []string {
 	name = sfString(name)
 	if len(limits) == 1 {
 		return []string{name}
 	}
 	names := make([]string, len(limits))
 	for i, l := range limits {
-		names[i] = name + "-" + windowText(time.Duration(l.Window))
+		names[i] = name + "-" + ruleconfig.WindowText(time.Duration(l.Window))
 	}
 	return names
 }
@@ -36,23 +37,9 @@ func sfString(s string) string {
 	}, s)
 }
 
-// windowText writes a window in the largest whole unit: 1d, 12h, 1m, 30s,
-// 500ms.
-func windowText(w time.Duration) string {
-	for _, u := range []struct {
-		d    time.Duration
-		unit string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
-		if w%u.d == 0 {
-			return strconv.FormatInt(int64(w/u.d), 10) + u.unit
-		}
-	}
-	return w.String()
-}
-
 // policyHeader is the RateLimit-Policy value of a rule at scale 1:
 // `"api";q=100;w=60` items, one per limit.
-func policyHeader(names []string, limits []Limit) string {
+func policyHeader(names []string, limits []ruleconfig.Limit) string {
 	var b []byte
 	for i, l := range limits {
 		b = appendItem(b, names[i], "q", l.Count, "w", ceilSeconds(time.Duration(l.Window)))

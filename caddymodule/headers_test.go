@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -31,11 +32,11 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 	minute := caddy.Duration(time.Minute)
 	for i, tc := range []struct {
 		name  string
-		rule  Rule
+		rule  ruleconfig.Rule
 		steps []hstep
 	}{{
 		name: "sliding_window: t is the next unit as the previous window's weight falls",
-		rule: Rule{Limits: []Limit{{Count: 5, Window: minute}}},
+		rule: ruleconfig.Rule{Limits: []ruleconfig.Limit{{Count: 5, Window: minute}}},
 		steps: []hstep{
 			{at: 50 * s, cost: 1, rateLimit: `"api";r=4;t=22`, reset: "70"},
 			{at: 50 * s, cost: 4, rateLimit: `"api";r=0;t=22`, reset: "70"},
@@ -45,7 +46,7 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 		},
 	}, {
 		name: "fixed_window: t is the window's end",
-		rule: Rule{Algorithm: "fixed_window", Limits: []Limit{{Count: 3, Window: minute}}},
+		rule: ruleconfig.Rule{Algorithm: "fixed_window", Limits: []ruleconfig.Limit{{Count: 3, Window: minute}}},
 		steps: []hstep{
 			{at: 59500 * time.Millisecond, cost: 3, rateLimit: `"api";r=0;t=1`, reset: "1"},
 			{at: 59500 * time.Millisecond, cost: 1, rateLimit: `"api";r=0;t=1`, retryAfter: "1", reset: "1"},
@@ -53,7 +54,7 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 		},
 	}, {
 		name: "sliding_window burst 2: t is the burst bucket's next token",
-		rule: Rule{Limits: []Limit{{Count: 6, Window: minute}}, Burst: 2},
+		rule: ruleconfig.Rule{Limits: []ruleconfig.Limit{{Count: 6, Window: minute}}, Burst: 2},
 		steps: []hstep{
 			{at: 0, cost: 1, rateLimit: `"api";r=1;t=10`, reset: "120"},
 			{at: 0, cost: 1, rateLimit: `"api";r=0;t=10`, reset: "120"},
@@ -61,7 +62,7 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 		},
 	}, {
 		name: "token_bucket burst 2: t is the next token",
-		rule: Rule{Algorithm: "token_bucket", Limits: []Limit{{Count: 6, Window: minute}}, Burst: 2},
+		rule: ruleconfig.Rule{Algorithm: "token_bucket", Limits: []ruleconfig.Limit{{Count: 6, Window: minute}}, Burst: 2},
 		steps: []hstep{
 			{at: 0, cost: 1, rateLimit: `"api";r=1;t=10`, reset: "10"},
 			{at: 0, cost: 1, rateLimit: `"api";r=0;t=10`, reset: "20"},
@@ -69,7 +70,7 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 		},
 	}, {
 		name: "sliding_log in a tier of 0.2 (2/1m): t is the oldest event's expiry",
-		rule: Rule{Algorithm: "sliding_log", Limits: []Limit{{Count: 10, Window: minute}}},
+		rule: ruleconfig.Rule{Algorithm: "sliding_log", Limits: []ruleconfig.Limit{{Count: 10, Window: minute}}},
 		steps: []hstep{
 			{at: 0, cost: 1, scale: 0.2, rateLimit: `"api";r=1;t=60`, policy: `"api";q=2;w=60`, reset: "60"},
 			{at: 30 * s, cost: 1, scale: 0.2, rateLimit: `"api";r=0;t=30`, policy: `"api";q=2;w=60`, reset: "60"},
@@ -77,7 +78,7 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 		},
 	}, {
 		name: "leaky_bucket at a country's 0.5 (5/10s): t is the queue's next place",
-		rule: Rule{Algorithm: "leaky_bucket", Limits: []Limit{{Count: 10, Window: caddy.Duration(10 * s)}}},
+		rule: ruleconfig.Rule{Algorithm: "leaky_bucket", Limits: []ruleconfig.Limit{{Count: 10, Window: caddy.Duration(10 * s)}}},
 		steps: []hstep{
 			// a unit is 2s; max_delay 1s holds at most 1s of queue
 			{at: 0, cost: 1, scale: 0.5, rateLimit: `"api";r=0;t=1`, policy: `"api";q=5;w=10`, reset: "2"},
@@ -86,7 +87,7 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 		},
 	}, {
 		name: "two limits: a t per item; Retry-After the denying limit's",
-		rule: Rule{Algorithm: "fixed_window", Limits: []Limit{{Count: 2, Window: caddy.Duration(s)}, {Count: 5, Window: minute}}},
+		rule: ruleconfig.Rule{Algorithm: "fixed_window", Limits: []ruleconfig.Limit{{Count: 2, Window: caddy.Duration(s)}, {Count: 5, Window: minute}}},
 		steps: []hstep{
 			{at: 500 * time.Millisecond, cost: 2, rateLimit: `"api-1s";r=0;t=1, "api-1m";r=3;t=60`, reset: "1"},
 			{at: 900 * time.Millisecond, cost: 1, rateLimit: `"api-1s";r=0;t=1, "api-1m";r=3;t=60`, retryAfter: "1", reset: "1"},
@@ -95,12 +96,12 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 			{at: 3 * s, cost: 1, rateLimit: `"api-1s";r=1;t=1, "api-1m";r=0;t=57`, retryAfter: "57", reset: "57"},
 		},
 	}} {
-		tc.rule.Name, tc.rule.Headers = "api", headersBoth
+		tc.rule.Name, tc.rule.Headers = "api", ruleconfig.HeadersBoth
 		ru, err := newRule(tc.rule)
 		if err != nil {
 			t.Fatalf("Test %d: %v", i, err)
 		}
-		if ru.lim, err = limiter.New(ru.limiterConfig()); err != nil {
+		if ru.lim, err = limiter.New(ru.LimiterConfig()); err != nil {
 			t.Fatalf("Test %d: %v", i, err)
 		}
 		for j, st := range tc.steps {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -115,7 +116,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		if r.rule.Algorithm == string(limiter.LeakyBucket) {
 			ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(r.stats.held.Load()), r.name)
 		}
-		if r.rule.Store == storeRedis {
+		if r.rule.Store == ruleconfig.StoreRedis {
 			for i, mode := range storeModes {
 				n := r.stats.fallbacks[i].Load()
 				if n > 0 || mode == r.rule.OnStoreError || (i == 0 && r.rule.OnStoreError == "") {

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"time"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,7 +31,7 @@ func describeAbuse(ch chan<- *prometheus.Desc) {
 func collectAbuse(ch chan<- prometheus.Metric, r ruleEntry) {
 	if len(r.rule.BlockFor) > 0 && !r.rule.Shadow {
 		started := r.stats.abuse.redisBlocks.Load()
-		if r.blocks != nil && r.rule.Store != storeRedis {
+		if r.blocks != nil && r.rule.Store != ruleconfig.StoreRedis {
 			started = r.blocks.Started()
 			ch <- prometheus.MustNewConstMetric(descBlockedKeys, prometheus.GaugeValue, float64(r.blocks.BlockedCountAt(time.Now())), r.name)
 		}

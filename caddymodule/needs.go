@@ -7,13 +7,15 @@ package caddymodule
 import (
 	"fmt"
 	"strings"
+
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 )
 
 // missingFor is the first thing r needs that the app's configuration
 // lacks: the subdirective that needs it, and the error; "", nil if none.
 // It reads the configured fields only, so the adapter can call it on the
 // global option as written.
-func (a *App) missingFor(r *Rule) (subdirective string, err error) {
+func (a *App) missingFor(r *ruleconfig.Rule) (subdirective string, err error) {
 	for _, need := range []struct {
 		sub   string
 		words []string
@@ -28,9 +30,9 @@ func (a *App) missingFor(r *Rule) (subdirective string, err error) {
 	switch {
 	case len(r.GeoMultiplier) > 0 && a.GeoIP == "" && a.GeoHeader == "":
 		return "geo_multiplier", fmt.Errorf("geo_multiplier needs the client's country: set the global option rate_limit { geoip <database.mmdb> } or { geo_header <name> }")
-	case r.Scope == scopeCluster && a.Cluster == nil:
+	case r.Scope == ruleconfig.ScopeCluster && a.Cluster == nil:
 		return "scope", fmt.Errorf("scope cluster needs a cluster: set the global option rate_limit { cluster { … } }")
-	case r.Store == storeRedis && (a.Store == nil || a.Store.Redis == nil):
+	case r.Store == ruleconfig.StoreRedis && (a.Store == nil || a.Store.Redis == nil):
 		return "store", fmt.Errorf("store redis needs a Redis: set the global option rate_limit { store redis { address <host:port> } }")
 	}
 	return "", nil

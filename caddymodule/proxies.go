@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"go.uber.org/zap"
 )
 
@@ -45,7 +46,7 @@ func warnSpoofableClientIP(ctx caddy.Context, logger *zap.Logger) {
 // usesClientIP reports whether the rule's key or exemptions depend on the
 // client's address.
 func (ru *rule) usesClientIP() bool {
-	if len(ru.exempt) > 0 || ru.OnMissingKey == missingIP {
+	if len(ru.exempt) > 0 || ru.OnMissingKey == ruleconfig.MissingIP {
 		return true
 	}
 	for _, src := range ru.keys {

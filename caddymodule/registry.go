@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -16,7 +17,7 @@ type pendingRule struct {
 	lim   *limiter.Limiter
 	from  *limiter.Limiter // the running limiter whose keys lim adopts; nil if lim is it
 	cfg   limiter.Config
-	rule  Rule // as configured, for the admin API
+	rule  ruleconfig.Rule // as configured, for the admin API
 	stats *ruleStats
 }
 
@@ -38,7 +39,7 @@ type sharedLimiter struct {
 	lim   *limiter.Limiter
 	refs  int
 	stats *ruleStats
-	rule  Rule // the configuration in force
+	rule  ruleconfig.Rule // the configuration in force
 
 	// What the last commit replaced, so that a config that fails to start
 	// can put it back.
@@ -46,7 +47,7 @@ type sharedLimiter struct {
 	prevOwner *App // the app whose commit had put prev in force
 	prev      *limiter.Limiter
 	prevCfg   limiter.Config
-	prevRule  Rule
+	prevRule  ruleconfig.Rule
 
 	committed bool // lim is in force (not only provisioned): shown by the admin API and metrics
 
@@ -122,7 +123,7 @@ func (rs *rules) revert(owner *App) {
 			if s.prevOwner == owner && s.prev != nil {
 				// owner's config is going away and a later one runs this
 				// rule: nothing will be put back, so keep nothing of it
-				s.prev, s.prevOwner, s.prevRule = nil, nil, Rule{}
+				s.prev, s.prevOwner, s.prevRule = nil, nil, ruleconfig.Rule{}
 			}
 			continue
 		}
@@ -154,9 +155,12 @@ type ruleEntry struct {
 	name   string
 	lim    *limiter.Limiter
 	stats  *ruleStats
-	rule   Rule
+	rule   ruleconfig.Rule
 	blocks *limiter.Blocks // nil without block_for
 }
+
+// clustered is true for a rule with scope cluster, in a cluster.
+func (e ruleEntry) clustered() bool { return e.lim.Config().Shares }
 
 // list returns the rules in force, sorted by name.
 func (rs *rules) list() []ruleEntry {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 )
 
 // request is one request as a handler's rules read it. What several rules
@@ -66,9 +67,9 @@ func (ru *rule) factsOf(a *App, q *request) (f facts, use bool, err error) {
 	key, ok := keyOf(ru.keys, q)
 	if !ok {
 		switch ru.OnMissingKey {
-		case missingIP:
+		case ruleconfig.MissingIP:
 			key = fallbackKey(q.clientIP())
-		case missingDeny:
+		case ruleconfig.MissingDeny:
 			ru.stats.denied.add("")
 			return f, false, caddyhttp.Error(http.StatusForbidden, errNoKey{ru.Name})
 		default:

@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // rule is a provisioned Rule: its limiter and what it needs per request.
 type rule struct {
-	Rule
+	ruleconfig.Rule
 	lim      *limiter.Limiter
 	stats    *ruleStats
 	matchers caddyhttp.MatcherSets
@@ -28,6 +29,7 @@ type rule struct {
 	geo      geo.Multipliers
 	hasGeo   bool // geo_multiplier is set
 
+	clustered  bool               // scope cluster, with a cluster
 	store      *ruleStore         // store redis: its state in Redis
 	hash       uint64             // gossip.KeyHash(Name), for a rule with scope cluster
 	tiers      map[string]float64 // the factor of each tier; nil without tiers
@@ -39,9 +41,9 @@ type rule struct {
 
 // newRule provisions what a Rule needs per request (but its limiter and
 // matchers, which need the context).
-func newRule(cfg Rule) (*rule, error) {
+func newRule(cfg ruleconfig.Rule) (*rule, error) {
 	r := &rule{Rule: cfg, cost: 1}
-	if err := cfg.checkFields(); err != nil {
+	if err := cfg.CheckFields(); err != nil {
 		return nil, err
 	}
 	var err error
@@ -50,7 +52,7 @@ func newRule(cfg Rule) (*rule, error) {
 	}
 	withPrefixes(r.keys, r.IPv4Prefix, r.IPv6Prefix)
 	for _, e := range r.Exempt {
-		p, err := parsePrefix(e)
+		p, err := ruleconfig.ParsePrefix(e)
 		if err != nil {
 			return nil, err
 		}
@@ -64,7 +66,7 @@ func newRule(cfg Rule) (*rule, error) {
 		if r.cost, err = strconv.ParseInt(r.Cost, 10, 64); err != nil {
 			return nil, fmt.Errorf("cost %q: want a whole number ≥ 1 or a placeholder", r.Cost)
 		}
-		if err := r.checkCost(r.cost); err != nil {
+		if err := r.CheckCost(r.cost); err != nil {
 			return nil, err
 		}
 	}
@@ -72,7 +74,7 @@ func newRule(cfg Rule) (*rule, error) {
 		return nil, fmt.Errorf("geo_multiplier: %v", err)
 	}
 	r.hasGeo = len(r.GeoMultiplier) > 0
-	if r.tiers, err = parseTiers(r.Tiers, r.Limits); err != nil {
+	if r.tiers, err = ruleconfig.ParseTiers(r.Tiers, r.Limits); err != nil {
 		return nil, err
 	}
 	switch {
@@ -85,12 +87,19 @@ func newRule(cfg Rule) (*rule, error) {
 			return nil, fmt.Errorf("tier_by: %v", err)
 		}
 	}
-	r.ietf = r.Headers == "" || r.Headers == headersIETF || r.Headers == headersBoth
-	r.legacy = r.Headers == headersLegacy || r.Headers == headersBoth
+	r.ietf = r.Headers == "" || r.Headers == ruleconfig.HeadersIETF || r.Headers == ruleconfig.HeadersBoth
+	r.legacy = r.Headers == ruleconfig.HeadersLegacy || r.Headers == ruleconfig.HeadersBoth
 	if r.abuse, err = newAbuse(&cfg); err != nil {
 		return nil, err
 	}
 	r.policies = policyNames(r.Name, r.Limits)
 	r.policy = policyHeader(r.policies, r.Limits)
 	return r, nil
+}
+
+// validateRule checks a rule, in words fit for a config error: everything
+// newRule would refuse.
+func validateRule(r ruleconfig.Rule) error {
+	_, err := newRule(r)
+	return err
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -32,7 +33,7 @@ const maxRulesFileBytes = 4 << 20
 
 // loadRulesFile reads the rules of a rules file. Rules without a name are
 // named "<prefix> <path> by <key>".
-func loadRulesFile(path, namePrefix string) ([]Rule, error) {
+func loadRulesFile(path, namePrefix string) ([]ruleconfig.Rule, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules_file: %v", err)
@@ -49,7 +50,7 @@ func loadRulesFile(path, namePrefix string) ([]Rule, error) {
 
 // parseRulesFile reads the rules of a rules file's text. Errors name the
 // file and line: "…, at rules.yaml:7".
-func parseRulesFile(data []byte, file, namePrefix string) ([]Rule, error) {
+func parseRulesFile(data []byte, file, namePrefix string) ([]ruleconfig.Rule, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("rules_file %s: %v", file, err)
@@ -83,7 +84,7 @@ func parseRulesFile(data []byte, file, namePrefix string) ([]Rule, error) {
 		return nil, at(n, "rate_limit: want a list of rules")
 	}
 	p := &blockParser{site: namePrefix, derived: make(map[string]bool)}
-	var rules []Rule
+	var rules []ruleconfig.Rule
 	seen := make(map[string]int)
 	for _, entry := range list.Content {
 		r, err := parseRuleEntry(entry, file, p)
@@ -104,12 +105,12 @@ func parseRulesFile(data []byte, file, namePrefix string) ([]Rule, error) {
 var yamlOnlyFields = map[string]bool{"path": true, "window": true, "tiers": true}
 
 // parseRuleEntry reads one entry of the list.
-func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (Rule, error) {
+func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (ruleconfig.Rule, error) {
 	tok := func(n *yaml.Node, text string) caddyfile.Token {
 		return caddyfile.Token{File: file, Line: n.Line, Text: text}
 	}
 	if entry.Kind != yaml.MappingNode {
-		return Rule{}, errAtToken(tok(entry, ""), "a rule is a mapping of fields (path:, limit:, window:, by: …)")
+		return ruleconfig.Rule{}, errAtToken(tok(entry, ""), "a rule is a mapping of fields (path:, limit:, window:, by: …)")
 	}
 	spec := newRuleSpec(tok(entry, "-"))
 	fields := make(map[string]*yaml.Node)
@@ -120,16 +121,16 @@ func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (Rule, error)
 		_, sub := inheritedFields[name]
 		switch {
 		case name == "match", name == "rule", name == "rules_file":
-			return Rule{}, errAtToken(tok(key, name), "%s cannot be in a rules file entry (use path:)", name)
+			return ruleconfig.Rule{}, errAtToken(tok(key, name), "%s cannot be in a rules file entry (use path:)", name)
 		case !sub && !yamlOnlyFields[name] && name != "name":
-			return Rule{}, errAtToken(tok(key, name), "unknown field %q", name)
+			return ruleconfig.Rule{}, errAtToken(tok(key, name), "unknown field %q", name)
 		case fields[name] != nil:
-			return Rule{}, errAtToken(tok(key, name), "field %s given twice", name)
+			return ruleconfig.Rule{}, errAtToken(tok(key, name), "field %s given twice", name)
 		}
 		fields[name], order = value, append(order, name)
 	}
 	if w := fields["window"]; w != nil && (fields["limit"] == nil || fields["limit"].Kind != yaml.ScalarNode || strings.Contains(fields["limit"].Value, " ")) {
-		return Rule{}, errAtToken(tok(w, "window"), "window goes with a whole-number limit (limit: 100, window: 1m)")
+		return ruleconfig.Rule{}, errAtToken(tok(w, "window"), "window goes with a whole-number limit (limit: 100, window: 1m)")
 	}
 	for _, name := range order {
 		value := fields[name]
@@ -145,13 +146,13 @@ func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (Rule, error)
 			err = parseYAMLField(spec, name, value, tok)
 		}
 		if err != nil {
-			return Rule{}, err
+			return ruleconfig.Rule{}, err
 		}
 	}
 	if paths := fields["path"]; paths != nil {
 		list, err := scalars(paths)
 		if err != nil || len(list) == 0 || slices.Contains(list, "") {
-			return Rule{}, errAtToken(tok(paths, "path"), "path: want a path pattern (/api/*) or a list of them")
+			return ruleconfig.Rule{}, errAtToken(tok(paths, "path"), "path: want a path pattern (/api/*) or a list of them")
 		}
 		raw, _ := json.Marshal(list)
 		spec.rule.MatcherSetsRaw = []caddy.ModuleMap{{"path": raw}}
@@ -163,7 +164,7 @@ func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (Rule, error)
 		spec.rule.Name = p.deriveName(spec.rule.By)
 	}
 	if err := spec.finish(); err != nil {
-		return Rule{}, err
+		return ruleconfig.Rule{}, err
 	}
 	return spec.rule, nil
 }

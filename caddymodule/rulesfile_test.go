@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 )
 
 // exampleRules is caddyfile_examples/edgebyte_rules.yaml: the example of
@@ -18,7 +20,7 @@ func exampleRules(tb testing.TB) []byte {
 	return b
 }
 
-func rulesJSON(t *testing.T, rules []Rule) string {
+func rulesJSON(t *testing.T, rules []ruleconfig.Rule) string {
 	t.Helper()
 	b, err := json.Marshal(rules)
 	if err != nil {

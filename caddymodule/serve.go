@@ -57,7 +57,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			h.undo(w.Header(), r, &took, q.now)
 			return h.refuseBlocked(ru, w, &q, f, ru.blockedWait(h.app, f, q.now, until))
 		}
-		if ru.conc != nil && ru.concurrentOnly() {
+		if ru.conc != nil && ru.ConcurrentOnly() {
 			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
 				return err
 			}
@@ -206,7 +206,7 @@ type heldPlaces struct {
 
 // take takes a place in ru's max_held, and reports whether there was one.
 func (p *heldPlaces) take(ru *rule) bool {
-	if !ru.stats.hold(ru.maxHeld()) {
+	if !ru.stats.hold(ru.EffectiveMaxHeld()) {
 		return false
 	}
 	if p.n < len(p.rules) {

@@ -12,12 +12,25 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // testHandler is a Handler provisioned without a Caddy context: its rules'
 // limiters are made here, not taken from the registry.
-func testHandler(tb testing.TB, app *App, rules ...Rule) *Handler {
+func testHandler(tb testing.TB, app *App, rules ...ruleconfig.Rule) *Handler {
+	tb.Helper()
+	return newTestHandler(tb, app, false, rules...)
+}
+
+// sharedHandler is testHandler with rules of scope cluster in app's
+// cluster: each takes its node's share of a key's limit.
+func sharedHandler(tb testing.TB, app *App, rules ...ruleconfig.Rule) *Handler {
+	tb.Helper()
+	return newTestHandler(tb, app, true, rules...)
+}
+
+func newTestHandler(tb testing.TB, app *App, clustered bool, rules ...ruleconfig.Rule) *Handler {
 	tb.Helper()
 	app.handlers++
 	h := &Handler{Rules: rules, logger: zap.NewNop(), denials: zap.NewNop(), app: app}
@@ -26,7 +39,10 @@ func testHandler(tb testing.TB, app *App, rules ...Rule) *Handler {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if r.lim, err = limiter.New(r.limiterConfig()); err != nil {
+		r.clustered = clustered
+		cfg := r.LimiterConfig()
+		cfg.Shares = clustered
+		if r.lim, err = limiter.New(cfg); err != nil {
 			tb.Fatal(err)
 		}
 		r.stats = newRuleStats()
@@ -77,8 +93,8 @@ func status(t *testing.T, handler caddyhttp.Handler, r *http.Request) int {
 }
 
 // hourly is a rule of count requests per hour, keyed by client IP.
-func hourly(name string, count int64) Rule {
-	return Rule{Name: name, Limits: []Limit{{Count: count, Window: caddy.Duration(3600e9)}}}
+func hourly(name string, count int64) ruleconfig.Rule {
+	return ruleconfig.Rule{Name: name, Limits: []ruleconfig.Limit{{Count: count, Window: caddy.Duration(3600e9)}}}
 }
 
 func TestAllOrNothingAcrossHandlers(t *testing.T) {
@@ -117,11 +133,11 @@ func TestAllOrNothingWithinHandler(t *testing.T) {
 // TestFallbackKeyCannotBeNamed: with on_missing_key ip, a client that sends
 // another client's IP as its key does not spend that client's quota.
 func TestFallbackKeyCannotBeNamed(t *testing.T) {
-	h := chain(testHandler(t, testApp(), Rule{
+	h := chain(testHandler(t, testApp(), ruleconfig.Rule{
 		Name:         "api",
-		Limits:       []Limit{{Count: 2, Window: caddy.Duration(time.Hour)}},
+		Limits:       []ruleconfig.Limit{{Count: 2, Window: caddy.Duration(time.Hour)}},
 		By:           []string{"header X-Api-Key"},
-		OnMissingKey: missingIP,
+		OnMissingKey: ruleconfig.MissingIP,
 	}))
 	for range 2 {
 		r := newRequest("203.0.113.9")
@@ -133,16 +149,16 @@ func TestFallbackKeyCannotBeNamed(t *testing.T) {
 	}
 	r := newRequest("203.0.113.9")
 	r.Header.Set("X-Api-Key", "\x00192.0.2.7")
-	if _, ok := keyOf(testHandler(t, testApp(), Rule{Name: "k", Limits: []Limit{{Count: 1, Window: 1e9}}, By: []string{"header X-Api-Key"}}).rules[0].keys, &request{r: r, repl: caddy.NewReplacer()}); ok {
+	if _, ok := keyOf(testHandler(t, testApp(), ruleconfig.Rule{Name: "k", Limits: []ruleconfig.Limit{{Count: 1, Window: 1e9}}, By: []string{"header X-Api-Key"}}).rules[0].keys, &request{r: r, repl: caddy.NewReplacer()}); ok {
 		t.Fatal("a key holding a control character must count as missing")
 	}
 }
 
 // TestShadowLeakyDoesNotHold: a shadow rule never delays a request.
 func TestShadowLeakyDoesNotHold(t *testing.T) {
-	h := chain(testHandler(t, testApp(), Rule{
+	h := chain(testHandler(t, testApp(), ruleconfig.Rule{
 		Name:      "slow",
-		Limits:    []Limit{{Count: 1, Window: caddy.Duration(time.Hour)}},
+		Limits:    []ruleconfig.Limit{{Count: 1, Window: caddy.Duration(time.Hour)}},
 		Algorithm: "leaky_bucket",
 		MaxDelay:  caddy.Duration(2 * time.Hour),
 		Shadow:    true,

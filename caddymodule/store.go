@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redispool"
 	"github.com/edgebyte/edgelimit/limiter"
 	"github.com/edgebyte/edgelimit/redisstore"
@@ -125,19 +126,9 @@ const (
 	minDialTimeout      = time.Second
 )
 
-// The values of Rule.Store and Rule.OnStoreError.
-const (
-	storeLocal = "local"
-	storeRedis = "redis"
-
-	storeErrorLocal      = "local"
-	storeErrorFailOpen   = "fail_open"
-	storeErrorFailClosed = "fail_closed"
-)
-
 // storeModes are the values of on_store_error, in the order of
 // ruleStats.fallbacks.
-var storeModes = [...]string{storeErrorLocal, storeErrorFailOpen, storeErrorFailClosed}
+var storeModes = [...]string{ruleconfig.StoreErrorLocal, ruleconfig.StoreErrorFailOpen, ruleconfig.StoreErrorFailClosed}
 
 // modeIndex is mode's index in storeModes ("" is local).
 func modeIndex(mode string) int {
@@ -296,7 +287,7 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 	if st, ok := u.stores[r.Name]; ok {
 		return st, nil
 	}
-	cfg := r.limiterConfig()
+	cfg := r.LimiterConfig()
 	rc := redisstore.Config{
 		Algorithm:     cfg.Algorithm,
 		Limits:        cfg.Limits,
@@ -308,7 +299,7 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		Counters:      &r.stats.store, // kept by the rule's name across reloads
 	}
 	if !r.Shadow { // a shadow rule blocks no one
-		rc.BlockFor, rc.BlockReset = r.blockDurations(), time.Duration(r.BlockReset)
+		rc.BlockFor, rc.BlockReset = r.BlockDurations(), time.Duration(r.BlockReset)
 	}
 	if u.settings.OverLimit {
 		rc.OverLimitCacheKeys = overLimitCacheKeys
@@ -319,7 +310,7 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 	}
 	mode := r.OnStoreError
 	if mode == "" {
-		mode = storeErrorLocal
+		mode = ruleconfig.StoreErrorLocal
 	}
 	st := &ruleStore{
 		store: s, client: u.client.Redis, timeout: u.settings.Timeout, probe: u.settings.Probe,
@@ -377,9 +368,9 @@ func (ru *rule) storeFailed(ctx context.Context, err error, call, key string, no
 	st.failed(call, err)
 	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
 	switch st.mode {
-	case storeErrorFailOpen:
+	case ruleconfig.StoreErrorFailOpen:
 		return limiter.Decision{}, failedOpen, scale
-	case storeErrorFailClosed:
+	case ruleconfig.StoreErrorFailClosed:
 		return limiter.Decision{}, failedClosed, scale
 	}
 	local := scale * st.fallbackShare()

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redispool"
 	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/limiter"
@@ -39,7 +40,7 @@ func TestFallbackShare(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	r := hourly("shared:{x}", 30) // a name Escape changes
-	r.Store = storeRedis
+	r.Store = ruleconfig.StoreRedis
 	h := redisHandler(t, srv, r)
 	app := h.app
 	st := h.rules[0].store
@@ -147,7 +148,7 @@ func TestFallbackShareServe(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	r := hourly("share", 30)
-	r.Store = storeRedis
+	r.Store = ruleconfig.StoreRedis
 	h := redisHandler(t, srv, r)
 	app := h.app
 	l := redispool.AcquireFleet(app.redis.fleetKey(), zap.NewNop())

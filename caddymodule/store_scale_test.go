@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redistest"
 )
 
@@ -19,7 +20,7 @@ func TestRedisStoreTiers(t *testing.T) {
 	rule.By = []string{"header X-User"}
 	rule.Tiers = map[string][]string{"pro": {"5/1h"}, "banned": {"0/1h"}}
 	rule.TierBy = "header X-Plan"
-	rule.Store = storeRedis
+	rule.Store = ruleconfig.StoreRedis
 	h := redisHandler(t, srv, rule)
 	send := func(user, plan string, n int) int {
 		return admitted(t, h, n, func() *http.Request {
@@ -60,7 +61,7 @@ func TestRedisStoreCounters(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	rule := hourly("counted", 2)
-	rule.Store = storeRedis
+	rule.Store = ruleconfig.StoreRedis
 	h := redisHandler(t, srv, rule)
 	var got []int
 	for range 5 {

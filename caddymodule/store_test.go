@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/redisstore"
 )
@@ -154,7 +155,7 @@ func TestParseRuleStore(t *testing.T) {
 		}
 	}
 	rules, err := parseRulesFile([]byte("rate_limit:\n  - name: y\n    limit: 5 1m\n    store: redis\n    on_store_error: fail_closed\n"), "r.yaml", "")
-	if err != nil || len(rules) != 1 || rules[0].Store != storeRedis || rules[0].OnStoreError != storeErrorFailClosed {
+	if err != nil || len(rules) != 1 || rules[0].Store != ruleconfig.StoreRedis || rules[0].OnStoreError != ruleconfig.StoreErrorFailClosed {
 		t.Errorf("YAML: %+v, %v", rules, err)
 	}
 	if _, err := parseRulesFile([]byte("rate_limit:\n  - limit: 5 1m\n    store: disk\n"), "r.yaml", ""); err == nil || !strings.Contains(err.Error(), `store "disk": want local or redis, at r.yaml:3`) {
@@ -200,7 +201,7 @@ func TestRedisSettings(t *testing.T) {
 
 // redisHandler is a handler whose rules have store redis on srv, with a
 // short probe interval.
-func redisHandler(t *testing.T, srv *redistest.Server, rules ...Rule) *Handler {
+func redisHandler(t *testing.T, srv *redistest.Server, rules ...ruleconfig.Rule) *Handler {
 	t.Helper()
 	cfg := &RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":", ProbeInterval: caddy.Duration(50 * time.Millisecond)}
 	app := &App{Store: &StoreConfig{Redis: cfg}, logger: zap.NewNop()}
@@ -227,9 +228,9 @@ func TestRedisStoreServe(t *testing.T) {
 		t.Skip("needs redis-server")
 	}
 	srv := redistest.Start(t)
-	rule := func(name, mode string, n int64) Rule {
+	rule := func(name, mode string, n int64) ruleconfig.Rule {
 		r := hourly(name, n)
-		r.Store, r.OnStoreError = storeRedis, mode
+		r.Store, r.OnStoreError = ruleconfig.StoreRedis, mode
 		return r
 	}
 	// two nodes: one Redis
@@ -263,10 +264,10 @@ func TestRedisStoreServe(t *testing.T) {
 		t.Fatalf("wide in Redis after 1 allowed and 3 denied by narrow: remaining %d (%v), want 9", d.Quotas[0].Remaining, err)
 	}
 
-	modes := chain(redisHandler(t, srv, rule("m_local", storeErrorLocal, 2)))
-	open := chain(redisHandler(t, srv, rule("m_open", storeErrorFailOpen, 2)))
-	closed := redisHandler(t, srv, rule("m_closed", storeErrorFailClosed, 2))
-	problemRule := rule("m_closed_problem", storeErrorFailClosed, 2)
+	modes := chain(redisHandler(t, srv, rule("m_local", ruleconfig.StoreErrorLocal, 2)))
+	open := chain(redisHandler(t, srv, rule("m_open", ruleconfig.StoreErrorFailOpen, 2)))
+	closed := redisHandler(t, srv, rule("m_closed", ruleconfig.StoreErrorFailClosed, 2))
+	problemRule := rule("m_closed_problem", ruleconfig.StoreErrorFailClosed, 2)
 	problemRule.ProblemJSON = true
 	closedProblem := redisHandler(t, srv, problemRule)
 	status(t, modes, newRequest("192.0.2.3")) // Redis: 1 of 2
@@ -304,7 +305,7 @@ func TestRedisStoreServe(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("9 requests with Redis down took %s", took)
 	}
-	if n := closed.rules[0].stats.fallbacks[modeIndex(storeErrorFailClosed)].Load(); n != 1 {
+	if n := closed.rules[0].stats.fallbacks[modeIndex(ruleconfig.StoreErrorFailClosed)].Load(); n != 1 {
 		t.Errorf("fail_closed fallbacks %d, want 1", n)
 	}
 	if storeErrors[0].Load()+storeErrors[1].Load() == 0 {
@@ -344,7 +345,7 @@ func TestRedisStoreScriptError(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	r := hourly("wrongtype", 5)
-	r.Store = storeRedis
+	r.Store = ruleconfig.StoreRedis
 	h := redisHandler(t, srv, r)
 	st := h.rules[0].store
 	if err := st.client.Set(context.Background(), st.store.RedisKeys("192.0.2.9")[0], "not a hash", 0).Err(); err != nil {

@@ -1,14 +1,14 @@
-package caddymodule
+package ruleconfig
 
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -28,7 +28,7 @@ type Rule struct {
 	MatcherSetsRaw caddyhttp.RawMatcherSets `json:"match,omitempty" caddy:"namespace=http.matchers"`
 
 	// Limits are enforced together: a request passes only if every limit
-	// has room. At least one.
+	// Has room. At least one.
 	Limits []Limit `json:"limits,omitempty"`
 
 	// Algorithm is one of sliding_window, fixed_window, sliding_log,
@@ -219,8 +219,6 @@ type Rule struct {
 	// while the request runs): a crashed node's requests stop counting
 	// after it. Whole milliseconds. Default: 1m.
 	LeaseTimeout caddy.Duration `json:"lease_timeout,omitempty"`
-
-	clustered bool // scope cluster, with a cluster: set at Provision
 }
 
 // Limit is one quota of a rule: Count units per Window.
@@ -233,56 +231,48 @@ type Limit struct {
 
 // The values of Rule.Headers and Rule.OnMissingKey.
 const (
-	headersIETF   = "ietf"
-	headersLegacy = "legacy"
-	headersBoth   = "both"
-	headersOff    = "off"
+	HeadersIETF   = "ietf"
+	HeadersLegacy = "legacy"
+	HeadersBoth   = "both"
+	HeadersOff    = "off"
 
-	keyHashSHA256 = "sha256"
+	KeyHashSHA256 = "sha256"
 
-	scopeCluster = "cluster"
-	scopeNode    = "node"
+	ScopeCluster = "cluster"
+	ScopeNode    = "node"
 
-	missingSkip = "skip"
-	missingIP   = "ip"
-	missingDeny = "deny"
+	MissingSkip = "skip"
+	MissingIP   = "ip"
+	MissingDeny = "deny"
 )
 
-// limiterConfig is the rule's limits for package limiter.
-func (r *Rule) limiterConfig() limiter.Config {
+// LimiterConfig is the rule's limits for package limiter.
+func (r *Rule) LimiterConfig() limiter.Config {
 	cfg := limiter.Config{
 		Algorithm: limiter.Algorithm(r.Algorithm),
 		Burst:     r.Burst,
 		MaxDelay:  time.Duration(r.MaxDelay),
 		MaxKeys:   r.MaxKeys,
-		Shares:    r.clustered,
 	}
 	for _, l := range r.Limits {
 		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: time.Duration(l.Window)})
 	}
-	if r.concurrentOnly() {
-		cfg.Limits = concurrentOnlyLimits // the registry's entry; never decides (concurrency.go)
+	if r.ConcurrentOnly() {
+		cfg.Limits = ConcurrentOnlyLimits // a limiter that never decides (see ConcurrentOnlyLimits)
 	}
 	return cfg
 }
 
-// validate checks the rule, in words fit for a config error: everything
-// newRule would refuse.
-func (r *Rule) validate() error {
-	_, err := newRule(*r)
-	return err
-}
-
-// checkFields checks the fields that need no parsing: the name, the
+// CheckFields checks the fields that need no parsing: the name, the
 // limits, and the enumerated values.
-func (r *Rule) checkFields() error {
+func (r *Rule) CheckFields() error {
 	if r.Name == "" {
 		return fmt.Errorf("rule has no name (the Caddyfile adapter derives one; JSON configs must set it)")
 	}
 	if strings.ContainsAny(r.Name, "\"\\") {
 		return fmt.Errorf("rule name %q: must not contain '\"' or '\\'", r.Name)
 	}
-	if err := r.limiterConfig().Validate(); err != nil {
+	if err := r.LimiterConfig().Validate(); err != nil {
 		return err
 	}
 	if r.IPv4Prefix < 0 || r.IPv4Prefix > 32 {
@@ -292,55 +282,55 @@ func (r *Rule) checkFields() error {
 		return fmt.Errorf("ipv6_prefix %d: must be 1 to 128", r.IPv6Prefix)
 	}
 	switch r.OnMissingKey {
-	case "", missingSkip, missingIP, missingDeny:
+	case "", MissingSkip, MissingIP, MissingDeny:
 	default:
 		return fmt.Errorf("on_missing_key %q: want skip, ip or deny", r.OnMissingKey)
 	}
 	switch r.Headers {
-	case "", headersIETF, headersLegacy, headersBoth, headersOff:
+	case "", HeadersIETF, HeadersLegacy, HeadersBoth, HeadersOff:
 	default:
 		return fmt.Errorf("headers %q: want ietf, legacy, both or off", r.Headers)
 	}
 	switch r.Scope {
-	case "", scopeCluster, scopeNode:
+	case "", ScopeCluster, ScopeNode:
 	default:
 		return fmt.Errorf("scope %q: want cluster or node", r.Scope)
 	}
-	if r.KeyHash != "" && r.KeyHash != keyHashSHA256 {
+	if r.KeyHash != "" && r.KeyHash != KeyHashSHA256 {
 		return fmt.Errorf("key_hash %q: want sha256", r.KeyHash)
 	}
 	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
 		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
 	}
-	if err := checkWindows(r.Limits); err != nil {
+	if err := CheckWindows(r.Limits); err != nil {
 		return err
 	}
-	if err := r.checkMaxHeld(); err != nil {
+	if err := r.CheckMaxHeld(); err != nil {
 		return err
 	}
-	if err := r.checkAbuse(); err != nil {
+	if err := r.CheckAbuse(); err != nil {
 		return err
 	}
-	if err := r.checkConcurrent(); err != nil {
+	if err := r.CheckConcurrent(); err != nil {
 		return err
 	}
-	return r.checkStore()
+	return r.CheckStore()
 }
 
 // DefaultMaxHeld is how many requests a leaky_bucket rule holds at once
 // when max_held is not given.
 const DefaultMaxHeld = 1000
 
-// maxHeld is max_held, or its default.
-func (r *Rule) maxHeld() int64 {
+// EffectiveMaxHeld is max_held, or its default.
+func (r *Rule) EffectiveMaxHeld() int64 {
 	if r.MaxHeld == 0 {
 		return DefaultMaxHeld
 	}
 	return int64(r.MaxHeld)
 }
 
-// checkMaxHeld checks max_held: positive, on a leaky_bucket rule.
-func (r *Rule) checkMaxHeld() error {
+// CheckMaxHeld checks max_held: positive, on a leaky_bucket rule.
+func (r *Rule) CheckMaxHeld() error {
 	switch {
 	case r.MaxHeld < 0:
 		return fmt.Errorf("max_held %d: must be a whole number of at least 1", r.MaxHeld)
@@ -350,9 +340,9 @@ func (r *Rule) checkMaxHeld() error {
 	return nil
 }
 
-// checkWindows refuses two limits with one window: both would be shown
+// CheckWindows refuses two limits with one window: both would be shown
 // under one policy name, and the smaller alone is in force.
-func checkWindows(limits []Limit) error {
+func CheckWindows(limits []Limit) error {
 	for i, l := range limits {
 		for _, m := range limits[:i] {
 			if m.Window == l.Window {
@@ -363,11 +353,11 @@ func checkWindows(limits []Limit) error {
 	return nil
 }
 
-// checkCost refuses a static cost that no request could ever pay: above
+// CheckCost refuses a static cost that no request could ever pay: above
 // the smallest limit, or above the burst, every request would be denied
 // forever. (Tiers and geo factors may scale a limit below it at request
 // time; such a request is denied, with the longest window as Retry-After.)
-func (r *Rule) checkCost(cost int64) error {
+func (r *Rule) CheckCost(cost int64) error {
 	if cost < 1 {
 		return fmt.Errorf("cost %d: a request must take at least 1 unit (a rule that takes nothing limits nothing)", cost)
 	}
@@ -382,28 +372,28 @@ func (r *Rule) checkCost(cost int64) error {
 	return nil
 }
 
-// checkStore checks store and on_store_error, and what store redis
+// CheckStore checks store and on_store_error, and what store redis
 // cannot be combined with.
-func (r *Rule) checkStore() error {
+func (r *Rule) CheckStore() error {
 	switch r.OnStoreError {
-	case "", storeErrorLocal, storeErrorFailOpen, storeErrorFailClosed:
+	case "", StoreErrorLocal, StoreErrorFailOpen, StoreErrorFailClosed:
 	default:
 		return fmt.Errorf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
 	}
 	switch r.Store {
-	case "", storeLocal:
+	case "", StoreLocal:
 		if r.OnStoreError != "" {
 			return fmt.Errorf("on_store_error applies to store redis only")
 		}
 		return nil
-	case storeRedis:
+	case StoreRedis:
 	default:
 		return fmt.Errorf("store %q: want local or redis", r.Store)
 	}
 	switch {
-	case r.Scope == scopeCluster:
+	case r.Scope == ScopeCluster:
 		return fmt.Errorf("store redis and scope cluster: choose one (Redis holds one exact limit for every node that uses it; scope cluster shares the limit by gossip)")
-	case r.Scope == scopeNode:
+	case r.Scope == ScopeNode:
 		return fmt.Errorf("store redis and scope node: choose one (a limit in Redis holds for every node that uses it)")
 	}
 	for _, l := range r.Limits {
@@ -414,8 +404,8 @@ func (r *Rule) checkStore() error {
 	return nil
 }
 
-// parsePrefix reads a CIDR or a single address as a prefix.
-func parsePrefix(s string) (netip.Prefix, error) {
+// ParsePrefix reads a CIDR or a single address as a prefix.
+func ParsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
@@ -428,4 +418,28 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("exempt %q: not an IP address or CIDR", s)
 	}
 	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}
+
+// The values of Rule.Store and Rule.OnStoreError.
+const (
+	StoreLocal = "local"
+	StoreRedis = "redis"
+
+	StoreErrorLocal      = "local"
+	StoreErrorFailOpen   = "fail_open"
+	StoreErrorFailClosed = "fail_closed"
+)
+
+// WindowText writes a window in the largest whole unit: 1d, 12h, 1m, 30s,
+// 500ms.
+func WindowText(w time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		unit string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if w%u.d == 0 {
+			return strconv.FormatInt(int64(w/u.d), 10) + u.unit
+		}
+	}
+	return w.String()
 }

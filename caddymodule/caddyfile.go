@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 )
 
 func init() {
@@ -83,11 +84,11 @@ func parseDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &blockParser{
-		site:    strings.Join(siteAddresses(h), ","),
-		matcher: matcherToken,
-		derived: derivedNames(h.State),
-	}
+	p := &blockParser{names: rulesyntax.Namer{
+		Site:    strings.Join(siteAddresses(h), ","),
+		Matcher: matcherToken,
+		Taken:   derivedNames(h.State),
+	}}
 	if p.app, err = globalApp(h.Option("rate_limit")); err != nil {
 		return nil, err
 	}
@@ -159,10 +160,8 @@ func derivedNames(state map[string]any) map[string]bool {
 
 // blockParser reads one rate_limit block.
 type blockParser struct {
-	site    string          // the site addresses, joined by ","
-	matcher string          // the directive's matcher token, if any
-	derived map[string]bool // names derived in this adaptation so far
-	app     *App            // the global option as written, to check what rules need of it; nil: not known here
+	names rulesyntax.Namer // the site, the directive's matcher token, the names derived so far
+	app   *App             // the global option as written, to check what rules need of it; nil: not known here
 }
 
 // globalApp is the rate_limit global option's value (an empty app if the
@@ -179,21 +178,18 @@ func globalApp(option any) (*App, error) {
 
 // parse reads the block d is at (the directive's name, before Next).
 func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
-	if p.derived == nil {
-		p.derived = make(map[string]bool)
-	}
 	d.Next() // the directive's name
-	top := newRuleSpec(d.Token())
+	top := rulesyntax.NewSpec(d.Token(), ruleChecks)
 	if d.NextArg() {
 		return nil, d.Errf("unexpected argument %q: a matcher is *, /path or @name, and rules go in the block", d.Val())
 	}
 	handler := new(Handler)
-	var blocks []*ruleSpec // rule blocks and zones, in order
+	var blocks []*rulesyntax.Spec // rule blocks and zones, in order
 	var ruleBlocks int
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "rule":
-			spec, err := parseRuleBlock(d)
+			spec, err := rulesyntax.ParseRuleBlock(d, ruleChecks)
 			if err != nil {
 				return nil, err
 			}
@@ -203,12 +199,12 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 			if handler.RulesFile != "" {
 				return nil, d.Errf("rules_file already given")
 			}
-			if err := oneArg(d, &handler.RulesFile); err != nil {
+			if err := rulesyntax.OneArg(d, &handler.RulesFile); err != nil {
 				return nil, err
 			}
-			handler.RulesFileNames = p.site
-			if p.matcher != "" && p.matcher != "*" {
-				handler.RulesFileNames = strings.TrimSpace(p.site + " " + p.matcher)
+			handler.RulesFileNames = p.names.Site
+			if m := p.names.Matcher; m != "" && m != "*" {
+				handler.RulesFileNames = strings.TrimSpace(p.names.Site + " " + m)
 			}
 		case "zone", "jitter", "sweep_interval", "distributed", "storage":
 			spec, err := parseCompat(d, handler, top)
@@ -219,74 +215,51 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 				blocks = append(blocks, spec)
 			}
 		default:
-			if err := top.parseSubdirective(d); err != nil {
+			if err := top.Parse(d); err != nil {
 				return nil, err
 			}
 		}
 	}
 
-	var specs []*ruleSpec
-	fileOnly := handler.RulesFile != "" && !top.has("limit") && !top.has("name")
-	if fileOnly && len(top.set) > 0 {
-		for sub, tok := range top.set {
-			return nil, errAtToken(tok, "%s beside rules_file applies to no rule: give it in the rules file, or add a limit", sub)
+	var specs []*rulesyntax.Spec
+	fileOnly := handler.RulesFile != "" && !top.Has("limit") && !top.Has("name")
+	if fileOnly && len(top.Set) > 0 {
+		for sub, tok := range top.Set {
+			return nil, rulesyntax.ErrAt(tok, "%s beside rules_file applies to no rule: give it in the rules file, or add a limit", sub)
 		}
 	}
 	if fileOnly {
 		// the rules are the file's, and any rule blocks'
-	} else if ruleBlocks == 0 && (len(blocks) == 0 || top.has("limit") || top.has("name")) {
+	} else if ruleBlocks == 0 && (len(blocks) == 0 || top.Has("limit") || top.Has("name")) {
 		specs = append(specs, top)
-	} else if tok, ok := top.set["name"]; ok {
-		return nil, errAtToken(tok, "name names the rule of a block without rule blocks; name each rule with `rule NAME { … }`")
+	} else if tok, ok := top.Set["name"]; ok {
+		return nil, rulesyntax.ErrAt(tok, "name names the rule of a block without rule blocks; name each rule with `rule NAME { … }`")
 	}
 	for _, b := range blocks {
-		b.inherit(top)
+		b.Inherit(top)
 		specs = append(specs, b)
 	}
 
 	seen := make(map[string]bool, len(specs))
 	for _, s := range specs {
-		if s.rule.Name == "" {
-			s.rule.Name = p.deriveName(s.rule.By)
+		if s.Rule.Name == "" {
+			s.Rule.Name = p.names.Derive(s.Rule.By)
 		}
-		if seen[s.rule.Name] {
-			return nil, errAtToken(s.start, "rule %q is defined twice in this block", s.rule.Name)
+		if seen[s.Rule.Name] {
+			return nil, rulesyntax.ErrAt(s.Start, "rule %q is defined twice in this block", s.Rule.Name)
 		}
-		seen[s.rule.Name] = true
-		if err := s.finish(); err != nil {
+		seen[s.Rule.Name] = true
+		if err := s.Finish(); err != nil {
 			return nil, err
 		}
 		if p.app != nil {
-			if sub, err := p.app.missingFor(&s.rule); err != nil {
-				return nil, errAtToken(s.at(sub), "rule %q: %v", s.rule.Name, err)
+			if sub, err := p.app.missingFor(&s.Rule); err != nil {
+				return nil, rulesyntax.ErrAt(s.At(sub), "rule %q: %v", s.Rule.Name, err)
 			}
 		}
-		handler.Rules = append(handler.Rules, s.rule)
+		handler.Rules = append(handler.Rules, s.Rule)
 	}
 	return handler, nil
-}
-
-// deriveName names a rule from where it is and what it keys on, not from
-// its limits: "<sites> <matcher> by <source>+<source>".
-func (p *blockParser) deriveName(by []string) string {
-	if len(by) == 0 {
-		by = []string{"ip"}
-	}
-	var parts []string
-	if p.site != "" {
-		parts = append(parts, p.site)
-	}
-	if p.matcher != "" && p.matcher != "*" { // * matches all: the same as none
-		parts = append(parts, p.matcher)
-	}
-	parts = append(parts, "by", strings.Join(by, "+"))
-	base := strings.NewReplacer(`"`, "", `\`, "").Replace(strings.Join(parts, " "))
-	name := base
-	for n := 2; p.derived[name]; n++ {
-		name = fmt.Sprintf("%s #%d", base, n)
-	}
-	p.derived[name] = true
-	return name
 }
 
 // Interface guards

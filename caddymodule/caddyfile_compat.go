@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -39,19 +40,19 @@ import (
 
 // parseCompat reads one of caddy-ratelimit's handler-level subdirectives,
 // d being at its name; for a zone it returns the zone's rule.
-func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *ruleSpec) (*ruleSpec, error) {
+func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *rulesyntax.Spec) (*rulesyntax.Spec, error) {
 	switch d.Val() {
 	case "zone":
 		return parseZone(d)
 
 	case "jitter":
-		return nil, top.parseAs(d, "retry_jitter")
+		return nil, top.ParseAs(d, "retry_jitter")
 
 	case "sweep_interval":
 		if handler.SweepInterval != 0 {
 			return nil, d.Errf("sweep_interval already given")
 		}
-		every, err := intervalArg(d, "sweep_interval")
+		every, err := rulesyntax.IntervalArg(d, "sweep_interval")
 		if err != nil {
 			return nil, err
 		}
@@ -77,8 +78,8 @@ func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *ruleSpec) (*rule
 }
 
 // parseZone reads `zone NAME { … }`.
-func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
-	spec := newRuleSpec(d.Token())
+func parseZone(d *caddyfile.Dispenser) (*rulesyntax.Spec, error) {
+	spec := rulesyntax.NewSpec(d.Token(), ruleChecks)
 	if !d.NextArg() {
 		return nil, d.ArgErr()
 	}
@@ -98,12 +99,12 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 		seen[sub] = d.Token()
 		switch sub {
 		case "key":
-			if err := oneArg(d, &z.Key); err != nil {
+			if err := rulesyntax.OneArg(d, &z.Key); err != nil {
 				return nil, err
 			}
 		case "events":
 			var arg string
-			if err := oneArg(d, &arg); err != nil {
+			if err := rulesyntax.OneArg(d, &arg); err != nil {
 				return nil, err
 			}
 			n, err := strconv.ParseInt(arg, 10, 64)
@@ -113,10 +114,10 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 			z.MaxEvents = n
 		case "window":
 			var arg string
-			if err := oneArg(d, &arg); err != nil {
+			if err := rulesyntax.OneArg(d, &arg); err != nil {
 				return nil, err
 			}
-			w, err := durationArg(d, "window", arg)
+			w, err := rulesyntax.DurationArg(d, "window", arg)
 			if err != nil {
 				return nil, err
 			}
@@ -135,7 +136,7 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 			if sub == "ipv6_prefix" {
 				dst, most = &z.IPv6Prefix, 128
 			}
-			bits, err := prefixArg(d, "zone "+name+": "+sub, most)
+			bits, err := rulesyntax.PrefixArg(d, "zone "+name+": "+sub, most)
 			if err != nil {
 				return nil, err
 			}
@@ -145,26 +146,26 @@ func parseZone(d *caddyfile.Dispenser) (*ruleSpec, error) {
 		}
 	}
 	if z.MaxEvents == 0 || z.Window == 0 {
-		return nil, errAtToken(spec.start, "zone %s: a zone needs both events and window", name)
+		return nil, rulesyntax.ErrAt(spec.Start, "zone %s: a zone needs both events and window", name)
 	}
 	r, err := z.rule(name)
 	if err != nil {
-		return nil, errAtToken(seen["key"], "%v", err)
+		return nil, rulesyntax.ErrAt(seen["key"], "%v", err)
 	}
-	spec.rule = r
+	spec.Rule = r
 	// a zone's rule is whole: the block's defaults do not change its
 	// algorithm, limit, key or prefixes (on_missing_key is not marked,
 	// so a top-level on_missing_key wins)
 	for _, sub := range []string{"algorithm", "limit", "by"} {
-		spec.set[sub] = spec.start
+		spec.Set[sub] = spec.Start
 	}
 	for _, sub := range []string{"ipv4_prefix", "ipv6_prefix"} {
 		if tok, ok := seen[sub]; ok {
-			spec.set[sub] = tok
+			spec.Set[sub] = tok
 		}
 	}
 	if len(z.MatcherSetsRaw) > 0 {
-		spec.set["match"] = seen["match"]
+		spec.Set["match"] = seen["match"]
 	}
 	return spec, nil
 }

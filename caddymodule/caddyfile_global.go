@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 	"github.com/edgebyte/edgelimit/gossip"
 )
 
@@ -88,7 +89,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "sweep_interval":
-			every, err := intervalArg(d, "sweep_interval")
+			every, err := rulesyntax.IntervalArg(d, "sweep_interval")
 			if err != nil {
 				return nil, err
 			}
@@ -112,7 +113,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			}
 
 		case "geoip_check_interval":
-			every, err := intervalArg(d, "geoip_check_interval")
+			every, err := rulesyntax.IntervalArg(d, "geoip_check_interval")
 			if err != nil {
 				return nil, err
 			}
@@ -171,39 +172,39 @@ func parseJWTBlock(d *caddyfile.Dispenser) (*JWTConfig, error) {
 		var err error
 		switch sub {
 		case "hmac_secret":
-			err = oneArg(d, &cfg.HMACSecret)
+			err = rulesyntax.OneArg(d, &cfg.HMACSecret)
 		case "public_key_file":
 			var f string
-			err = oneArg(d, &f)
+			err = rulesyntax.OneArg(d, &f)
 			cfg.PublicKeyFiles = append(cfg.PublicKeyFiles, f)
 		case "jwks_file":
-			err = oneArg(d, &cfg.JWKSFile)
+			err = rulesyntax.OneArg(d, &cfg.JWKSFile)
 		case "algorithms":
 			cfg.Algorithms = d.RemainingArgs()
 			if len(cfg.Algorithms) == 0 {
 				return nil, d.Errf("jwt: algorithms: list the accepted algorithms, such as RS256 ES256")
 			}
 		case "issuer":
-			err = oneArg(d, &cfg.Issuer)
+			err = rulesyntax.OneArg(d, &cfg.Issuer)
 		case "audience":
-			err = oneArg(d, &cfg.Audience)
+			err = rulesyntax.OneArg(d, &cfg.Audience)
 		case "leeway":
 			var arg string
-			if err = oneArg(d, &arg); err == nil {
+			if err = rulesyntax.OneArg(d, &arg); err == nil {
 				var dur time.Duration
-				if dur, err = durationArg(d, "jwt leeway", arg); err == nil {
+				if dur, err = rulesyntax.DurationArg(d, "jwt leeway", arg); err == nil {
 					cfg.Leeway = caddy.Duration(dur)
 				}
 			}
 		case "from_header":
-			err = oneArg(d, &cfg.FromHeader)
+			err = rulesyntax.OneArg(d, &cfg.FromHeader)
 			if err == nil && !httpguts.ValidHeaderFieldName(cfg.FromHeader) {
 				return nil, d.Errf("jwt: from_header %q: not a valid header name", cfg.FromHeader)
 			}
 		case "from_cookie":
-			err = oneArg(d, &cfg.FromCookie)
+			err = rulesyntax.OneArg(d, &cfg.FromCookie)
 		case "unverified":
-			err = flagArg(d, &cfg.Unverified)
+			err = rulesyntax.FlagArg(d, &cfg.Unverified)
 		default:
 			return nil, d.Errf("jwt: unrecognized subdirective %q", sub)
 		}
@@ -243,11 +244,11 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 		var err error
 		switch sub {
 		case "bind":
-			if err = oneArg(d, &cfg.Bind); err == nil {
+			if err = rulesyntax.OneArg(d, &cfg.Bind); err == nil {
 				err = hostPortArg(d, "bind", cfg.Bind)
 			}
 		case "advertise":
-			if err = oneArg(d, &cfg.Advertise); err == nil {
+			if err = rulesyntax.OneArg(d, &cfg.Advertise); err == nil {
 				err = hostPortArg(d, "advertise", cfg.Advertise)
 			}
 		case "join":
@@ -272,22 +273,22 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 				}
 			}
 		case "node_name":
-			err = oneArg(d, &cfg.NodeName)
+			err = rulesyntax.OneArg(d, &cfg.NodeName)
 			if err == nil && !strings.Contains(cfg.NodeName, "{") && len(cfg.NodeName) > gossip.MaxNodeName {
 				return nil, d.Errf("cluster node_name: %d bytes, the most is %d", len(cfg.NodeName), gossip.MaxNodeName)
 			}
 		case "label":
-			err = oneArg(d, &cfg.Label)
+			err = rulesyntax.OneArg(d, &cfg.Label)
 			if err == nil && len(cfg.Label) > maxClusterLabel {
 				return nil, d.Errf("cluster label: %d bytes, the most is %d", len(cfg.Label), maxClusterLabel)
 			}
 		case "sync_interval":
 			var every time.Duration
-			if every, err = intervalArg(d, "cluster sync_interval"); err == nil {
+			if every, err = rulesyntax.IntervalArg(d, "cluster sync_interval"); err == nil {
 				cfg.SyncInterval = caddy.Duration(every)
 			}
 		case "on_partition":
-			err = oneArg(d, &cfg.OnPartition)
+			err = rulesyntax.OneArg(d, &cfg.OnPartition)
 			if err == nil {
 				switch cfg.OnPartition {
 				case partitionLocalShare, partitionFailOpen, partitionFailClosed:
@@ -297,7 +298,7 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 			}
 		case "max_keys":
 			var arg string
-			if err = oneArg(d, &arg); err == nil {
+			if err = rulesyntax.OneArg(d, &arg); err == nil {
 				n, perr := strconv.Atoi(arg)
 				if perr != nil || n < 0 {
 					return nil, d.Errf("cluster max_keys %s: must be a whole number ≥ 0 (0: the default, 10000)", arg)
@@ -317,7 +318,7 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 			bind = gossip.DefaultBind
 		}
 		if err := gossip.CheckBind(bind, 0); err != nil {
-			return nil, errAtToken(start, "cluster: bind %s: %v", bind, err)
+			return nil, rulesyntax.ErrAt(start, "cluster: bind %s: %v", bind, err)
 		}
 	}
 	return cfg, nil
@@ -391,12 +392,12 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 			}
 			cfg.Addresses = append(cfg.Addresses, addrs...)
 		case "username":
-			err = oneArg(d, &cfg.Username)
+			err = rulesyntax.OneArg(d, &cfg.Username)
 		case "password":
-			err = oneArg(d, &cfg.Password)
+			err = rulesyntax.OneArg(d, &cfg.Password)
 		case "db":
 			var arg string
-			if err = oneArg(d, &arg); err == nil {
+			if err = rulesyntax.OneArg(d, &arg); err == nil {
 				n, perr := strconv.Atoi(arg)
 				if perr != nil || n < 0 {
 					return nil, d.Errf("store redis: db %s: must be a whole number ≥ 0", arg)
@@ -407,7 +408,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 			err = onOffArg(d, "store redis tls", &cfg.TLS, true)
 		case "timeout", "probe_interval":
 			var every time.Duration
-			if every, err = intervalArg(d, "store redis "+sub); err == nil {
+			if every, err = rulesyntax.IntervalArg(d, "store redis "+sub); err == nil {
 				if sub == "timeout" {
 					cfg.Timeout = caddy.Duration(every)
 				} else {
@@ -415,13 +416,13 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 				}
 			}
 		case "key_prefix":
-			if err = oneArg(d, &cfg.KeyPrefix); err == nil && strings.ContainsAny(cfg.KeyPrefix, "{}") {
+			if err = rulesyntax.OneArg(d, &cfg.KeyPrefix); err == nil && strings.ContainsAny(cfg.KeyPrefix, "{}") {
 				return nil, d.Errf("store redis: key_prefix %q: must not contain '{' or '}' (they would move the Redis Cluster hash tag)", cfg.KeyPrefix)
 			}
 		case "cluster":
 			err = onOffArg(d, "store redis cluster", &cfg.Cluster, false)
 		case "sentinel_master":
-			err = oneArg(d, &cfg.SentinelMaster)
+			err = rulesyntax.OneArg(d, &cfg.SentinelMaster)
 		case "coalesce", "over_limit_cache":
 			on := true
 			if err = onOffArg(d, "store redis "+sub, &on, true); err == nil {
@@ -432,9 +433,9 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 				}
 			}
 		case "sentinel_username":
-			err = oneArg(d, &cfg.SentinelUsername)
+			err = rulesyntax.OneArg(d, &cfg.SentinelUsername)
 		case "sentinel_password":
-			err = oneArg(d, &cfg.SentinelPassword)
+			err = rulesyntax.OneArg(d, &cfg.SentinelPassword)
 		default:
 			return nil, d.Errf("store redis: unrecognized subdirective %q", sub)
 		}
@@ -444,19 +445,19 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 	}
 	switch {
 	case len(cfg.Addresses) == 0:
-		return nil, errAtToken(start, "store redis: address is required (host:port of the server, the Redis Cluster seeds or the Sentinels)")
+		return nil, rulesyntax.ErrAt(start, "store redis: address is required (host:port of the server, the Redis Cluster seeds or the Sentinels)")
 	case cfg.SentinelMaster == "" && (cfg.SentinelUsername != "" || cfg.SentinelPassword != ""):
 		tok, ok := seen["sentinel_username"]
 		if !ok {
 			tok = seen["sentinel_password"]
 		}
-		return nil, errAtToken(tok, "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's)")
+		return nil, rulesyntax.ErrAt(tok, "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's)")
 	case cfg.Cluster && cfg.SentinelMaster != "":
-		return nil, errAtToken(seen["sentinel_master"], "store redis: cluster on and sentinel_master: choose one (a Redis Cluster, or a master found through Sentinels)")
+		return nil, rulesyntax.ErrAt(seen["sentinel_master"], "store redis: cluster on and sentinel_master: choose one (a Redis Cluster, or a master found through Sentinels)")
 	case len(cfg.Addresses) > 1 && !cfg.Cluster && cfg.SentinelMaster == "":
-		return nil, errAtToken(seen["address"], "store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(cfg.Addresses))
+		return nil, rulesyntax.ErrAt(seen["address"], "store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(cfg.Addresses))
 	case cfg.Cluster && cfg.DB != 0:
-		return nil, errAtToken(seen["db"], "store redis: db %d: a Redis Cluster has only db 0", cfg.DB)
+		return nil, rulesyntax.ErrAt(seen["db"], "store redis: db %d: a Redis Cluster has only db 0", cfg.DB)
 	}
 	return &StoreConfig{Redis: cfg}, nil
 }

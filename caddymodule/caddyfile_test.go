@@ -8,11 +8,12 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 )
 
 // parseTest parses input as the rate_limit block of site with matcher.
 func parseTest(input, site, matcher string, derived map[string]bool) (*Handler, error) {
-	p := &blockParser{site: site, matcher: matcher, derived: derived}
+	p := &blockParser{names: rulesyntax.Namer{Site: site, Matcher: matcher, Taken: derived}}
 	return p.parse(caddyfile.NewTestDispenser(input))
 }
 

@@ -28,9 +28,10 @@
 //     sources, tiers, the country and verified tokens; ledger.go keeps
 //     what a request took, to give back when a later rule denies;
 //     proxies.go warns of a spoofable client address.
-//   - rule_config.go: Rule, a rule's JSON config, its defaults and the
+//   - package ruleconfig: Rule, a rule's JSON config, its defaults and the
 //     checks of its fields; rule.go: rule, a provisioned Rule with what
-//     each request needs; needs.go: what a rule needs of the App.
+//     each request needs, and the checks only provisioning can make
+//     (ruleChecks); needs.go: what a rule needs of the App.
 //   - app.go: App and its lifecycle; registry.go: the rules' limiters by
 //     name, process-wide (registry); stats.go and metrics.go: the rules' counts, exported to
 //     Prometheus; cluster.go: the cluster block and the app's use of a
@@ -39,10 +40,10 @@
 //     state in Redis (the clients and the fleet's heartbeat run in
 //     internal/redispool).
 //   - caddyfile*.go: the Caddyfile adapter (caddyfile.go the directive,
-//     caddyfile_rule.go a rule's subdirectives, caddyfile_global.go the
-//     global option, caddyfile_compat.go caddy-ratelimit's syntax);
-//     rulesfile.go: the EdgeByte YAML rules file, read at Provision
-//     through the same subdirective parser.
+//     caddyfile_global.go the global option, caddyfile_compat.go
+//     caddy-ratelimit's syntax) around package rulesyntax, which reads a
+//     rule's subdirectives and the EdgeByte YAML rules file (rules_file,
+//     read at Provision through the same subdirective code).
 //   - admin*.go (admin_dashboard.go with the embedded dashboard/ folder,
 //     admin_cluster.go the cluster's view): the admin API and the
 //     dashboard; ui.go: the rate_limit_ui handler.

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 	"github.com/edgebyte/edgelimit/gossip"
 	"go.uber.org/zap"
 )
@@ -120,7 +121,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if h.RulesFileNames == "" {
 			prefix = path
 		}
-		rules, err := loadRulesFile(path, prefix)
+		rules, err := rulesyntax.LoadRulesFile(path, prefix, ruleChecks)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -95,6 +96,20 @@ func newRule(cfg ruleconfig.Rule) (*rule, error) {
 	r.policies = policyNames(r.Name, r.Limits)
 	r.policy = policyHeader(r.policies, r.Limits)
 	return r, nil
+}
+
+// ruleChecks are the checks that the rule syntax (package rulesyntax)
+// leaves to this package: a `by` word's key source, and the whole rule as
+// newRule provisions it.
+var ruleChecks = rulesyntax.Checks{
+	KeySource: func(word string) error { _, err := parseKeySource(word); return err },
+	Rule:      validateRule,
+}
+
+// parseRulesFile reads a rules file's text (rulesyntax.ParseRulesFile)
+// with this package's checks.
+func parseRulesFile(data []byte, file, namePrefix string) ([]ruleconfig.Rule, error) {
+	return rulesyntax.ParseRulesFile(data, file, namePrefix, ruleChecks)
 }
 
 // validateRule checks a rule, in words fit for a config error: everything

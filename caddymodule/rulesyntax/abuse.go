@@ -1,20 +1,18 @@
-package caddymodule
-
-// The configuration of abuse response: block_for, block_reset,
-// count_status and cost_header (Rule's fields, their Caddyfile
-// subdirectives, which the rules file's YAML goes through too, and their
-// checks).
+package rulesyntax
 
 import (
 	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/limiter"
+	"golang.org/x/net/http/httpguts"
 )
+
+// The configuration of abuse response: block_for, block_reset,
+// count_status and cost_header (their subdirectives: the rules file's YAML goes
+// through them too; the fields and their checks are package ruleconfig's).
 
 func init() {
 	// the subdirectives are inherited from the top of a rate_limit block
@@ -35,7 +33,7 @@ func parseAbuseSubdirective(d *caddyfile.Dispenser, r *ruleconfig.Rule, sub stri
 			return d.Errf("block_for: want one or more durations, as in `block_for 1m 10m 1h`")
 		}
 		for _, a := range args {
-			dur, err := durationArg(d, "block_for", a)
+			dur, err := DurationArg(d, "block_for", a)
 			if err != nil {
 				return err
 			}
@@ -45,7 +43,7 @@ func parseAbuseSubdirective(d *caddyfile.Dispenser, r *ruleconfig.Rule, sub stri
 			r.BlockFor = append(r.BlockFor, caddy.Duration(dur))
 		}
 	case "block_reset":
-		dur, err := intervalArg(d, "block_reset")
+		dur, err := IntervalArg(d, "block_reset")
 		if err != nil {
 			return err
 		}
@@ -60,7 +58,7 @@ func parseAbuseSubdirective(d *caddyfile.Dispenser, r *ruleconfig.Rule, sub stri
 		}
 		r.CountStatus = args
 	case "cost_header":
-		if err := oneArg(d, &r.CostHeader); err != nil {
+		if err := OneArg(d, &r.CostHeader); err != nil {
 			return err
 		}
 		if !httpguts.ValidHeaderFieldName(r.CostHeader) {
@@ -72,24 +70,24 @@ func parseAbuseSubdirective(d *caddyfile.Dispenser, r *ruleconfig.Rule, sub stri
 
 // finishAbuse checks what abuse response's subdirectives need of the rest
 // of the rule, at the line of the subdirective.
-func (s *ruleSpec) finishAbuse() error {
-	r := &s.rule
+func (s *Spec) finishAbuse() error {
+	r := &s.Rule
 	if r.BlockReset != 0 && len(r.BlockFor) == 0 {
-		return errAtToken(s.set["block_reset"], "rule %q: block_reset without block_for: there are no blocks to forget", r.Name)
+		return ErrAt(s.Set["block_reset"], "rule %q: block_reset without block_for: there are no blocks to forget", r.Name)
 	}
 	if r.Algorithm == string(limiter.LeakyBucket) {
 		for _, sub := range []string{"count_status", "cost_header"} {
-			if s.has(sub) {
-				return errAtToken(s.set[sub], "rule %q: %s takes units after the response: a leaky_bucket cannot hold a request for units it does not know yet; use token_bucket", r.Name, sub)
+			if s.Has(sub) {
+				return ErrAt(s.Set[sub], "rule %q: %s takes units after the response: a leaky_bucket cannot hold a request for units it does not know yet; use token_bucket", r.Name, sub)
 			}
 		}
 	}
 	if err := r.CheckAbuse(); err != nil {
-		at := s.set["block_for"]
+		at := s.Set["block_for"]
 		if at.Text == "" {
-			at = s.start
+			at = s.Start
 		}
-		return errAtToken(at, "rule %q: %v", r.Name, err)
+		return ErrAt(at, "rule %q: %v", r.Name, err)
 	}
 	return nil
 }

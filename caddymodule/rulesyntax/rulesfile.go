@@ -1,4 +1,18 @@
-package caddymodule
+package rulesyntax
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"gopkg.in/yaml.v3"
+)
 
 // The EdgeByte YAML rules format (rules_file):
 //
@@ -14,26 +28,12 @@ package caddymodule
 // subdirective's arguments, at the field's line), plus path (Caddy's path
 // matcher: one pattern or a list) and window (with a whole-number limit).
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"slices"
-	"strings"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
-	"go.yaml.in/yaml/v3"
-)
-
 // maxRulesFileBytes bounds the size of a rules file.
 const maxRulesFileBytes = 4 << 20
 
-// loadRulesFile reads the rules of a rules file. Rules without a name are
+// LoadRulesFile reads the rules of a rules file. Rules without a name are
 // named "<prefix> <path> by <key>".
-func loadRulesFile(path, namePrefix string) ([]ruleconfig.Rule, error) {
+func LoadRulesFile(path, namePrefix string, checks Checks) ([]ruleconfig.Rule, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("rules_file: %v", err)
@@ -45,12 +45,12 @@ func loadRulesFile(path, namePrefix string) ([]ruleconfig.Rule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rules_file: %v", err)
 	}
-	return parseRulesFile(data, path, namePrefix)
+	return ParseRulesFile(data, path, namePrefix, checks)
 }
 
-// parseRulesFile reads the rules of a rules file's text. Errors name the
+// ParseRulesFile reads the rules of a rules file's text. Errors name the
 // file and line: "…, at rules.yaml:7".
-func parseRulesFile(data []byte, file, namePrefix string) ([]ruleconfig.Rule, error) {
+func ParseRulesFile(data []byte, file, namePrefix string, checks Checks) ([]ruleconfig.Rule, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("rules_file %s: %v", file, err)
@@ -83,11 +83,11 @@ func parseRulesFile(data []byte, file, namePrefix string) ([]ruleconfig.Rule, er
 		}
 		return nil, at(n, "rate_limit: want a list of rules")
 	}
-	p := &blockParser{site: namePrefix, derived: make(map[string]bool)}
+	p := &Namer{Site: namePrefix}
 	var rules []ruleconfig.Rule
 	seen := make(map[string]int)
 	for _, entry := range list.Content {
-		r, err := parseRuleEntry(entry, file, p)
+		r, err := parseRuleEntry(entry, file, p, checks)
 		if err != nil {
 			return nil, err
 		}
@@ -105,14 +105,14 @@ func parseRulesFile(data []byte, file, namePrefix string) ([]ruleconfig.Rule, er
 var yamlOnlyFields = map[string]bool{"path": true, "window": true, "tiers": true}
 
 // parseRuleEntry reads one entry of the list.
-func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (ruleconfig.Rule, error) {
+func parseRuleEntry(entry *yaml.Node, file string, p *Namer, checks Checks) (ruleconfig.Rule, error) {
 	tok := func(n *yaml.Node, text string) caddyfile.Token {
 		return caddyfile.Token{File: file, Line: n.Line, Text: text}
 	}
 	if entry.Kind != yaml.MappingNode {
-		return ruleconfig.Rule{}, errAtToken(tok(entry, ""), "a rule is a mapping of fields (path:, limit:, window:, by: …)")
+		return ruleconfig.Rule{}, ErrAt(tok(entry, ""), "a rule is a mapping of fields (path:, limit:, window:, by: …)")
 	}
-	spec := newRuleSpec(tok(entry, "-"))
+	spec := NewSpec(tok(entry, "-"), checks)
 	fields := make(map[string]*yaml.Node)
 	var order []string
 	for i := 0; i+1 < len(entry.Content); i += 2 {
@@ -121,16 +121,16 @@ func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (ruleconfig.R
 		_, sub := inheritedFields[name]
 		switch {
 		case name == "match", name == "rule", name == "rules_file":
-			return ruleconfig.Rule{}, errAtToken(tok(key, name), "%s cannot be in a rules file entry (use path:)", name)
+			return ruleconfig.Rule{}, ErrAt(tok(key, name), "%s cannot be in a rules file entry (use path:)", name)
 		case !sub && !yamlOnlyFields[name] && name != "name":
-			return ruleconfig.Rule{}, errAtToken(tok(key, name), "unknown field %q", name)
+			return ruleconfig.Rule{}, ErrAt(tok(key, name), "unknown field %q", name)
 		case fields[name] != nil:
-			return ruleconfig.Rule{}, errAtToken(tok(key, name), "field %s given twice", name)
+			return ruleconfig.Rule{}, ErrAt(tok(key, name), "field %s given twice", name)
 		}
 		fields[name], order = value, append(order, name)
 	}
 	if w := fields["window"]; w != nil && (fields["limit"] == nil || fields["limit"].Kind != yaml.ScalarNode || strings.Contains(fields["limit"].Value, " ")) {
-		return ruleconfig.Rule{}, errAtToken(tok(w, "window"), "window goes with a whole-number limit (limit: 100, window: 1m)")
+		return ruleconfig.Rule{}, ErrAt(tok(w, "window"), "window goes with a whole-number limit (limit: 100, window: 1m)")
 	}
 	for _, name := range order {
 		value := fields[name]
@@ -152,48 +152,48 @@ func parseRuleEntry(entry *yaml.Node, file string, p *blockParser) (ruleconfig.R
 	if paths := fields["path"]; paths != nil {
 		list, err := scalars(paths)
 		if err != nil || len(list) == 0 || slices.Contains(list, "") {
-			return ruleconfig.Rule{}, errAtToken(tok(paths, "path"), "path: want a path pattern (/api/*) or a list of them")
+			return ruleconfig.Rule{}, ErrAt(tok(paths, "path"), "path: want a path pattern (/api/*) or a list of them")
 		}
 		raw, _ := json.Marshal(list)
-		spec.rule.MatcherSetsRaw = []caddy.ModuleMap{{"path": raw}}
-		p.matcher = strings.Join(list, ",")
+		spec.Rule.MatcherSetsRaw = []caddy.ModuleMap{{"path": raw}}
+		p.Matcher = strings.Join(list, ",")
 	} else {
-		p.matcher = ""
+		p.Matcher = ""
 	}
-	if spec.rule.Name == "" {
-		spec.rule.Name = p.deriveName(spec.rule.By)
+	if spec.Rule.Name == "" {
+		spec.Rule.Name = p.Derive(spec.Rule.By)
 	}
-	if err := spec.finish(); err != nil {
+	if err := spec.Finish(); err != nil {
 		return ruleconfig.Rule{}, err
 	}
-	return spec.rule, nil
+	return spec.Rule, nil
 }
 
 // parseYAMLLimit reads limit: as one limit (limit: 100 with window: 1m,
 // or limit: "100 1m") or several (limit: ["20 1s", "10000 1d"]).
-func parseYAMLLimit(spec *ruleSpec, limit, window *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
+func parseYAMLLimit(spec *Spec, limit, window *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
 	var lines [][]string
 	switch {
 	case window != nil:
 		if window.Kind != yaml.ScalarNode {
-			return errAtToken(tok(window, "window"), "window: want a duration such as 1m")
+			return ErrAt(tok(window, "window"), "window: want a duration such as 1m")
 		}
 		lines = [][]string{{limit.Value, window.Value}}
 	case limit.Kind == yaml.ScalarNode:
 		if !strings.Contains(limit.Value, " ") {
-			return errAtToken(tok(limit, "limit"), "limit %s: give its window, as window: 1m, or write limit: \"%s 1m\"", limit.Value, limit.Value)
+			return ErrAt(tok(limit, "limit"), "limit %s: give its window, as window: 1m, or write limit: \"%s 1m\"", limit.Value, limit.Value)
 		}
 		lines = [][]string{strings.Fields(limit.Value)}
 	case limit.Kind == yaml.SequenceNode:
 		items, err := scalars(limit)
 		if err != nil {
-			return errAtToken(tok(limit, "limit"), "limit: want \"COUNT WINDOW\" items, as [\"20 1s\", \"10000 1d\"]")
+			return ErrAt(tok(limit, "limit"), "limit: want \"COUNT WINDOW\" items, as [\"20 1s\", \"10000 1d\"]")
 		}
 		for _, item := range items {
 			lines = append(lines, strings.Fields(item))
 		}
 	default:
-		return errAtToken(tok(limit, "limit"), "limit: want a count with window:, \"COUNT WINDOW\", or a list of those")
+		return ErrAt(tok(limit, "limit"), "limit: want a count with window:, \"COUNT WINDOW\", or a list of those")
 	}
 	for _, args := range lines {
 		if err := parseTokens(spec, "limit", args, limit, tok); err != nil {
@@ -205,15 +205,15 @@ func parseYAMLLimit(spec *ruleSpec, limit, window *yaml.Node, tok func(*yaml.Nod
 
 // parseYAMLTiers reads tiers: a mapping of tier names to their limits, a
 // "COUNT/WINDOW" or a list of them: {free: 100/1m, pro: 1000/1m}.
-func parseYAMLTiers(spec *ruleSpec, tiers *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
+func parseYAMLTiers(spec *Spec, tiers *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
 	if tiers.Kind != yaml.MappingNode || len(tiers.Content) == 0 {
-		return errAtToken(tok(tiers, "tiers"), "tiers: want tier names with their limits, as {free: 100/1m, pro: 1000/1m}")
+		return ErrAt(tok(tiers, "tiers"), "tiers: want tier names with their limits, as {free: 100/1m, pro: 1000/1m}")
 	}
 	for i := 0; i+1 < len(tiers.Content); i += 2 {
 		name, limits := tiers.Content[i], tiers.Content[i+1]
 		specs, err := scalars(limits)
 		if err != nil || name.Kind != yaml.ScalarNode {
-			return errAtToken(tok(name, "tiers"), "tiers: %s: want COUNT/WINDOW or a list of them", name.Value)
+			return ErrAt(tok(name, "tiers"), "tiers: %s: want COUNT/WINDOW or a list of them", name.Value)
 		}
 		if err := parseTokens(spec, "tier", append([]string{name.Value}, specs...), name, tok); err != nil {
 			return err
@@ -222,26 +222,22 @@ func parseYAMLTiers(spec *ruleSpec, tiers *yaml.Node, tok func(*yaml.Node, strin
 	return nil
 }
 
-// flagFields are the subdirectives that take no argument: true or false
-// in YAML.
-var flagFields = map[string]bool{"shadow": true, "problem_json": true, "log_key": true}
-
 // parseYAMLField reads a field as its Caddyfile subdirective: a scalar or
 // a list gives the arguments (a scalar of several words, several: by:
 // header X-API-Key), a mapping its keys and values in order
 // (geo_multiplier: {RU: 1.5}), a boolean flag is the subdirective when
 // true.
-func parseYAMLField(spec *ruleSpec, name string, value *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
+func parseYAMLField(spec *Spec, name string, value *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
 	var args []string
 	switch value.Kind {
 	case yaml.ScalarNode:
 		if flagFields[name] && value.ShortTag() != "!!bool" {
-			return errAtToken(tok(value, name), "%s: want true or false", name)
+			return ErrAt(tok(value, name), "%s: want true or false", name)
 		}
 		if value.ShortTag() == "!!bool" {
 			var on bool
 			if err := value.Decode(&on); err != nil {
-				return errAtToken(tok(value, name), "%s: %v", name, err)
+				return ErrAt(tok(value, name), "%s: %v", name, err)
 			}
 			if !on {
 				return nil
@@ -249,7 +245,7 @@ func parseYAMLField(spec *ruleSpec, name string, value *yaml.Node, tok func(*yam
 			break
 		}
 		if value.ShortTag() == "!!null" {
-			return errAtToken(tok(value, name), "%s: no value", name)
+			return ErrAt(tok(value, name), "%s: no value", name)
 		}
 		args = strings.Fields(value.Value)
 		if name == "name" || len(args) == 0 {
@@ -258,7 +254,7 @@ func parseYAMLField(spec *ruleSpec, name string, value *yaml.Node, tok func(*yam
 	case yaml.SequenceNode:
 		items, err := scalars(value)
 		if err != nil {
-			return errAtToken(tok(value, name), "%s: want a list of values", name)
+			return ErrAt(tok(value, name), "%s: want a list of values", name)
 		}
 		for _, item := range items {
 			args = append(args, strings.Fields(item)...)
@@ -267,29 +263,29 @@ func parseYAMLField(spec *ruleSpec, name string, value *yaml.Node, tok func(*yam
 		for i := 0; i+1 < len(value.Content); i += 2 {
 			k, v := value.Content[i], value.Content[i+1]
 			if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode {
-				return errAtToken(tok(k, name), "%s: want key: value pairs", name)
+				return ErrAt(tok(k, name), "%s: want key: value pairs", name)
 			}
 			args = append(args, k.Value, v.Value)
 		}
 	default:
-		return errAtToken(tok(value, name), "%s: unexpected value", name)
+		return ErrAt(tok(value, name), "%s: unexpected value", name)
 	}
 	return parseTokens(spec, name, args, value, tok)
 }
 
 // parseTokens runs the Caddyfile subdirective name with args, as if they
 // were written on the line of n.
-func parseTokens(spec *ruleSpec, name string, args []string, n *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
+func parseTokens(spec *Spec, name string, args []string, n *yaml.Node, tok func(*yaml.Node, string) caddyfile.Token) error {
 	tokens := []caddyfile.Token{tok(n, name)}
 	for _, a := range args {
 		if a == "{" || a == "}" {
-			return errAtToken(tok(n, name), "%s: a value cannot be a lone brace", name)
+			return ErrAt(tok(n, name), "%s: a value cannot be a lone brace", name)
 		}
 		tokens = append(tokens, tok(n, a))
 	}
 	d := caddyfile.NewDispenser(tokens)
 	d.Next()
-	if err := spec.parseAs(d, name); err != nil {
+	if err := spec.ParseAs(d, name); err != nil {
 		return err
 	}
 	if d.NextArg() {
@@ -315,3 +311,7 @@ func scalars(n *yaml.Node) ([]string, error) {
 	}
 	return nil, errors.New("not a value or a list of values")
 }
+
+// flagFields are the subdirectives that take no argument: true or false
+// in YAML.
+var flagFields = map[string]bool{"shadow": true, "problem_json": true, "log_key": true}

@@ -1,15 +1,13 @@
-package caddymodule
+package rulesyntax
 
 // The rules of a rate_limit block: one rule's subdirectives, what a rule
 // block inherits from the top of the block, and the argument readers.
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -20,52 +18,67 @@ import (
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
-// parseRuleBlock reads `rule NAME { … }`.
-func parseRuleBlock(d *caddyfile.Dispenser) (*ruleSpec, error) {
-	spec := newRuleSpec(d.Token())
+// ParseRuleBlock reads `rule NAME { … }`.
+func ParseRuleBlock(d *caddyfile.Dispenser, checks Checks) (*Spec, error) {
+	spec := NewSpec(d.Token(), checks)
 	if !d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	spec.rule.Name = d.Val()
+	spec.Rule.Name = d.Val()
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "name":
-			return nil, d.Errf("name in a rule block: the rule is named by `rule %s`", spec.rule.Name)
+			return nil, d.Errf("name in a rule block: the rule is named by `rule %s`", spec.Rule.Name)
 		case "rule", "zone", "jitter", "sweep_interval", "distributed", "storage":
 			return nil, d.Errf("%s cannot be inside a rule block", d.Val())
 		}
-		if err := spec.parseSubdirective(d); err != nil {
+		if err := spec.Parse(d); err != nil {
 			return nil, err
 		}
 	}
 	return spec, nil
 }
 
-// ruleSpec is a rule as one block gives it, with the subdirectives it
+// Spec is a rule as one block gives it, with the subdirectives it
 // sets, so that defaults fill in only the others.
-type ruleSpec struct {
-	rule  ruleconfig.Rule
-	start caddyfile.Token            // where the rule begins, for errors about all of it
-	set   map[string]caddyfile.Token // subdirectives given, at their first line
+type Spec struct {
+	Rule  ruleconfig.Rule
+	Start caddyfile.Token            // where the rule begins, for errors about all of it
+	Set   map[string]caddyfile.Token // subdirectives given, at their first line
+
+	checks Checks
 }
 
-func newRuleSpec(start caddyfile.Token) *ruleSpec {
-	return &ruleSpec{start: start, set: make(map[string]caddyfile.Token)}
+// Checks are the checks of a rule that need the package that provisions
+// rules (caddymodule): the syntax reads a rule, they tell whether it
+// would load, so that an error points at the line that caused it. A nil
+// check passes everything.
+type Checks struct {
+	// KeySource checks one source of `by` ("ip/24", "header X-Key").
+	KeySource func(word string) error
+	// Rule checks the complete rule: everything provisioning refuses.
+	Rule func(ruleconfig.Rule) error
 }
 
-// at is where subdirective was given, else the rule's first line.
-func (s *ruleSpec) at(subdirective string) caddyfile.Token {
-	if tok, ok := s.set[subdirective]; ok {
+// NewSpec is an empty rule that starts at start, read with checks.
+func NewSpec(start caddyfile.Token, checks Checks) *Spec {
+	return &Spec{Start: start, Set: make(map[string]caddyfile.Token), checks: checks}
+}
+
+// At is where subdirective was given, else the rule's first line.
+func (s *Spec) At(subdirective string) caddyfile.Token {
+	if tok, ok := s.Set[subdirective]; ok {
 		return tok
 	}
-	return s.start
+	return s.Start
 }
 
-func (s *ruleSpec) has(subdirective string) bool {
-	_, ok := s.set[subdirective]
+// Has reports whether the block gave subdirective.
+func (s *Spec) Has(subdirective string) bool {
+	_, ok := s.Set[subdirective]
 	return ok
 }
 
@@ -105,85 +118,87 @@ var inheritedFields = map[string]func(dst, src *ruleconfig.Rule){
 	"lease_timeout":   func(dst, src *ruleconfig.Rule) { dst.LeaseTimeout = src.LeaseTimeout },
 }
 
-// inherit fills in what s does not set from the defaults.
-func (s *ruleSpec) inherit(defaults *ruleSpec) {
+// Inherit fills in what s does not set from the defaults.
+func (s *Spec) Inherit(defaults *Spec) {
 	for sub, copyField := range inheritedFields {
-		if !s.has(sub) && defaults.has(sub) {
-			copyField(&s.rule, &defaults.rule)
-			s.set[sub] = defaults.set[sub]
+		if !s.Has(sub) && defaults.Has(sub) {
+			copyField(&s.Rule, &defaults.Rule)
+			s.Set[sub] = defaults.Set[sub]
 		}
 	}
 }
 
-// finish checks the complete rule; errors point at the line that set the
+// Finish checks the complete rule; errors point at the line that set the
 // offending value where there is one, else at the rule's first line.
-func (s *ruleSpec) finish() error {
-	r := &s.rule
+func (s *Spec) Finish() error {
+	r := &s.Rule
 	if r.MaxDelay != 0 && r.Algorithm != string(limiter.LeakyBucket) {
 		algo := r.Algorithm
 		if algo == "" {
 			algo = string(limiter.SlidingWindow)
 		}
-		return errAtToken(s.set["max_delay"], "rule %q: max_delay applies to leaky_bucket only, not %s", r.Name, algo)
+		return ErrAt(s.Set["max_delay"], "rule %q: max_delay applies to leaky_bucket only, not %s", r.Name, algo)
 	}
 	if len(r.Limits) == 0 && r.MaxConcurrent == 0 {
-		return errAtToken(s.start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
+		return ErrAt(s.Start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
 	}
 	if err := r.CheckConcurrent(); err != nil {
-		return errAtToken(s.at("max_concurrent"), "rule %q: %v", r.Name, err)
+		return ErrAt(s.At("max_concurrent"), "rule %q: %v", r.Name, err)
 	}
 	if err := r.CheckMaxHeld(); err != nil {
-		return errAtToken(s.set["max_held"], "rule %q: %v", r.Name, err)
+		return ErrAt(s.Set["max_held"], "rule %q: %v", r.Name, err)
 	}
 	if n, err := strconv.ParseInt(r.Cost, 10, 64); err == nil {
 		if err := r.CheckCost(n); err != nil {
-			return errAtToken(s.set["cost"], "rule %q: %v", r.Name, err)
+			return ErrAt(s.Set["cost"], "rule %q: %v", r.Name, err)
 		}
 	}
 	if err := s.finishAbuse(); err != nil {
 		return err
 	}
 	if err := r.CheckStore(); err != nil {
-		at := s.set["store"]
+		at := s.Set["store"]
 		if at.Text == "" {
-			at = s.set["on_store_error"]
+			at = s.Set["on_store_error"]
 		}
-		return errAtToken(at, "rule %q: %v", r.Name, err)
+		return ErrAt(at, "rule %q: %v", r.Name, err)
 	}
-	if err := validateRule(*r); err != nil {
-		return errAtToken(s.start, "rule %q: %v", r.Name, err)
+	if s.checks.Rule != nil {
+		if err := s.checks.Rule(*r); err != nil {
+			return ErrAt(s.Start, "rule %q: %v", r.Name, err)
+		}
 	}
 	return nil
 }
 
-// errAtToken is an error at tok's line, as d.Errf makes them.
-func errAtToken(tok caddyfile.Token, format string, args ...any) error {
+// ErrAt is an error at tok's line, as d.Errf makes them.
+func ErrAt(tok caddyfile.Token, format string, args ...any) error {
 	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
 	d.Next()
 	return d.Errf(format, args...)
 }
 
-// parseSubdirective reads one rule subdirective, d being at its name.
-func (s *ruleSpec) parseSubdirective(d *caddyfile.Dispenser) error {
-	return s.parseAs(d, d.Val())
+// Parse reads one rule subdirective, d being at its name.
+func (s *Spec) Parse(d *caddyfile.Dispenser) error {
+	return s.ParseAs(d, d.Val())
 }
 
-// parseAs reads the subdirective d is at as sub (the name it has in
+// ParseAs reads the subdirective d is at as sub (the name it has in
 // inheritedFields): caddy-ratelimit's jitter is read as retry_jitter.
-func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
+func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 	if _, known := inheritedFields[sub]; !known && sub != "name" {
 		return d.Errf("unrecognized subdirective %q", sub)
 	}
-	if tok, dup := s.set[sub]; dup && !repeatableSubdirectives[sub] {
+	if tok, dup := s.Set[sub]; dup && !repeatableSubdirectives[sub] {
 		return d.Errf("%s already given on line %d", tok.Text, tok.Line)
 	}
-	if !s.has(sub) {
-		s.set[sub] = d.Token()
+	if !s.Has(sub) {
+		s.Set[sub] = d.Token()
 	}
-	r := &s.rule
+	r := &s.Rule
 	switch sub {
 	case "name":
-		return oneArg(d, &r.Name)
+		return OneArg(d, &r.Name)
 
 	case "limit":
 		var count, window string
@@ -194,7 +209,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		if err != nil || n < 1 || n > limiter.MaxCount {
 			return d.Errf("limit %s: the count must be a whole number from 1 to %d", count, int64(limiter.MaxCount))
 		}
-		w, err := durationArg(d, "limit window", window)
+		w, err := DurationArg(d, "limit window", window)
 		if err != nil {
 			return err
 		}
@@ -207,7 +222,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		}
 
 	case "algorithm":
-		if err := oneArg(d, &r.Algorithm); err != nil {
+		if err := OneArg(d, &r.Algorithm); err != nil {
 			return err
 		}
 		switch limiter.Algorithm(r.Algorithm) {
@@ -218,7 +233,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "burst":
 		var arg string
-		if err := oneArg(d, &arg); err != nil {
+		if err := OneArg(d, &arg); err != nil {
 			return err
 		}
 		n, err := strconv.ParseInt(arg, 10, 64)
@@ -229,10 +244,10 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "max_delay":
 		var arg string
-		if err := oneArg(d, &arg); err != nil {
+		if err := OneArg(d, &arg); err != nil {
 			return err
 		}
-		delay, err := durationArg(d, "max_delay", arg)
+		delay, err := DurationArg(d, "max_delay", arg)
 		if err != nil {
 			return err
 		}
@@ -242,25 +257,25 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		r.MaxDelay = caddy.Duration(delay)
 
 	case "max_held":
-		return countArg(d, &r.MaxHeld)
+		return CountArg(d, &r.MaxHeld)
 
 	case "max_concurrent":
-		return countArg(d, &r.MaxConcurrent)
+		return CountArg(d, &r.MaxConcurrent)
 
 	case "lease_timeout":
-		t, err := intervalArg(d, "lease_timeout")
+		t, err := IntervalArg(d, "lease_timeout")
 		r.LeaseTimeout = caddy.Duration(t)
 		return err
 
 	case "by":
-		words, err := parseBy(d)
+		words, err := parseBy(d, s.checks.KeySource)
 		if err != nil {
 			return err
 		}
 		r.By = append(r.By, words...)
 
 	case "on_missing_key":
-		if err := oneArg(d, &r.OnMissingKey); err != nil {
+		if err := OneArg(d, &r.OnMissingKey); err != nil {
 			return err
 		}
 		switch r.OnMissingKey {
@@ -270,7 +285,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		}
 
 	case "cost":
-		if err := oneArg(d, &r.Cost); err != nil {
+		if err := OneArg(d, &r.Cost); err != nil {
 			return err
 		}
 		if !strings.Contains(r.Cost, "{") {
@@ -280,10 +295,10 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		}
 
 	case "shadow":
-		return flagArg(d, &r.Shadow)
+		return FlagArg(d, &r.Shadow)
 
 	case "scope":
-		if err := oneArg(d, &r.Scope); err != nil {
+		if err := OneArg(d, &r.Scope); err != nil {
 			return err
 		}
 		switch r.Scope {
@@ -305,7 +320,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		r.Exempt = append(r.Exempt, ranges...)
 
 	case "headers":
-		if err := oneArg(d, &r.Headers); err != nil {
+		if err := OneArg(d, &r.Headers); err != nil {
 			return err
 		}
 		switch r.Headers {
@@ -318,30 +333,30 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		return parseJitter(d, r)
 
 	case "max_keys":
-		return countArg(d, &r.MaxKeys)
+		return CountArg(d, &r.MaxKeys)
 
 	case "problem_json":
-		return flagArg(d, &r.ProblemJSON)
+		return FlagArg(d, &r.ProblemJSON)
 
 	case "log_key":
-		return flagArg(d, &r.LogKey)
+		return FlagArg(d, &r.LogKey)
 
 	case "disable_metrics":
-		return flagArg(d, &r.DisableMetrics)
+		return FlagArg(d, &r.DisableMetrics)
 
 	case "ipv4_prefix", "ipv6_prefix":
 		dst, most := &r.IPv4Prefix, 32
 		if sub == "ipv6_prefix" {
 			dst, most = &r.IPv6Prefix, 128
 		}
-		bits, err := prefixArg(d, sub, most)
+		bits, err := PrefixArg(d, sub, most)
 		if err != nil {
 			return err
 		}
 		*dst = bits
 
 	case "key_hash":
-		if err := oneArg(d, &r.KeyHash); err != nil {
+		if err := OneArg(d, &r.KeyHash); err != nil {
 			return err
 		}
 		if r.KeyHash != ruleconfig.KeyHashSHA256 {
@@ -367,7 +382,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		r.Tiers[args[0]] = args[1:]
 
 	case "tier_by":
-		words, err := parseBy(d)
+		words, err := parseBy(d, s.checks.KeySource)
 		if err != nil {
 			return err
 		}
@@ -384,7 +399,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		r.GeoMultiplier = m.Map()
 
 	case "store":
-		if err := oneArg(d, &r.Store); err != nil {
+		if err := OneArg(d, &r.Store); err != nil {
 			return err
 		}
 		if r.Store != ruleconfig.StoreLocal && r.Store != ruleconfig.StoreRedis {
@@ -392,7 +407,7 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 		}
 
 	case "on_store_error":
-		if err := oneArg(d, &r.OnStoreError); err != nil {
+		if err := OneArg(d, &r.OnStoreError); err != nil {
 			return err
 		}
 		switch r.OnStoreError {
@@ -417,120 +432,3 @@ func (s *ruleSpec) parseAs(d *caddyfile.Dispenser, sub string) error {
 // keyArgSources are the `by` sources that take the next word as their
 // argument.
 var keyArgSources = map[string]bool{"header": true, "query": true, "cookie": true, "jwt": true, "static": true}
-
-// parseBy reads the sources of one `by` line: `by header X-API-Key user_id`
-// is "header X-API-Key" and "user_id".
-func parseBy(d *caddyfile.Dispenser) ([]string, error) {
-	args := d.RemainingArgs()
-	if len(args) == 0 {
-		return nil, d.ArgErr()
-	}
-	var words []string
-	for i := 0; i < len(args); i++ {
-		word := args[i]
-		if keyArgSources[word] {
-			if i+1 == len(args) {
-				return nil, d.Errf("by %s: want a name, as in `by %s NAME`", word, word)
-			}
-			i++
-			word += " " + args[i]
-		}
-		if _, err := parseKeySource(word); err != nil {
-			return nil, d.Errf("%v", err)
-		}
-		words = append(words, word)
-	}
-	return words, nil
-}
-
-// parseJitter reads retry_jitter (or caddy-ratelimit's jitter) into r.
-func parseJitter(d *caddyfile.Dispenser, r *ruleconfig.Rule) error {
-	sub := d.Val()
-	var arg string
-	if err := oneArg(d, &arg); err != nil {
-		return err
-	}
-	f, err := strconv.ParseFloat(arg, 64)
-	if err != nil || math.IsNaN(f) || f < 0 || f > 10 {
-		return d.Errf("%s %s: want a fraction of the wait from 0 to 10 (0.2 adds up to 20%%)", sub, arg)
-	}
-	r.RetryJitter = f
-	return nil
-}
-
-// oneArg reads the subdirective's single argument into dst.
-func oneArg(d *caddyfile.Dispenser, dst *string) error {
-	if !d.AllArgs(dst) {
-		return d.ArgErr()
-	}
-	return nil
-}
-
-// flagArg sets a subdirective that takes no argument.
-// prefixArg reads the prefix length of ipv4_prefix or ipv6_prefix: 1 to
-// most bits.
-func prefixArg(d *caddyfile.Dispenser, sub string, most int) (int, error) {
-	var arg string
-	if err := oneArg(d, &arg); err != nil {
-		return 0, err
-	}
-	n, err := strconv.Atoi(arg)
-	if err != nil || n < 1 || n > most {
-		return 0, d.Errf("%s %s: must be a whole number from 1 to %d", sub, arg, most)
-	}
-	return n, nil
-}
-
-func flagArg(d *caddyfile.Dispenser, dst *bool) error {
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	*dst = true
-	return nil
-}
-
-// countArg reads the one argument of the subdirective d is at, a whole
-// number of at least 1, into n.
-func countArg(d *caddyfile.Dispenser, n *int) error {
-	sub := d.Val()
-	var arg string
-	if err := oneArg(d, &arg); err != nil {
-		return err
-	}
-	v, err := strconv.Atoi(arg)
-	if err != nil || v < 1 {
-		return d.Errf("%s %s: must be a whole number of at least 1", sub, arg)
-	}
-	*n = v
-	return nil
-}
-
-// intervalArg reads the one argument of subdirective `what`: a duration
-// greater than zero.
-func intervalArg(d *caddyfile.Dispenser, what string) (time.Duration, error) {
-	var arg string
-	if err := oneArg(d, &arg); err != nil {
-		return 0, err
-	}
-	every, err := durationArg(d, what, arg)
-	if err != nil {
-		return 0, err
-	}
-	if every <= 0 {
-		return 0, d.Errf("%s %s: must be positive", what, arg)
-	}
-	return every, nil
-}
-
-// durationArg reads a Caddy duration ("1m", "1d"), naming what it is in
-// the error.
-func durationArg(d *caddyfile.Dispenser, what, s string) (time.Duration, error) {
-	dur, err := caddy.ParseDuration(s)
-	if err == nil && dur < 0 {
-		return 0, d.Errf("%s %s: must not be negative", what, s)
-	}
-	if err != nil {
-		return 0, d.Errf("%s %q: not a duration (such as 500ms, 1m or 1d)", what, s)
-	}
-	return dur, nil
-}

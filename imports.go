@@ -3,6 +3,8 @@
 package edgelimit
 
 import (
-	// the rate_limit handler, app and admin API
+	// the rate_limit handler and app
 	_ "github.com/edgebyte/edgelimit/caddymodule"
+	// the admin API, the dashboard and the rate_limit_ui handler
+	_ "github.com/edgebyte/edgelimit/caddymodule/admin"
 )

@@ -145,10 +145,7 @@ func (c *ClusterConfig) settings() (clusternode.Settings, error) {
 // resetLocal forgets a key that another node's admin API reset.
 func resetLocal(rule, key string) {
 	if e, ok := registry.get(rule); ok {
-		e.lim.Delete(key)
-		forgetInFlight(e, key)
-		e.stats.forget(key)
-		liftLocal(e, key)
+		e.forget(key)
 	}
 }
 

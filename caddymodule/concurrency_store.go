@@ -99,10 +99,3 @@ func storeInFlight(ctx context.Context, st *ruleStore, key string) (int64, error
 	}
 	return st.leases.InFlight(ctx, key)
 }
-
-// storeKeyInFlight sets a key view's requests in flight from Redis.
-func storeKeyInFlight(v *keyView, e ruleEntry, st *ruleStore, n int64) {
-	if st.leases != nil {
-		setInFlight(v, e, n)
-	}
-}

@@ -3,7 +3,7 @@
 // requests and admin API and the packages that do the work (limiter, geo,
 // gossip, redisstore, jwtkey, topkeys), none of which import Caddy.
 //
-// # The three modules
+// # The modules
 //
 //   - http.handlers.rate_limit (Handler, directive rate_limit): decides
 //     each request against its rules, answers 429 or passes it on with the
@@ -11,9 +11,10 @@
 //   - rate_limit (App, global option rate_limit): what is process-wide for
 //     a config: the geoip database, the JWT verifier, the cluster node,
 //     the Redis client, the sweep of idle keys.
-//   - admin.api.rate_limit (adminAPI): the live state under
-//     /rate_limit/ on Caddy's admin endpoint, and the dashboard at
-//     /rate_limit/ui/.
+//   - admin.api.rate_limit, in package caddymodule/admin: the live state
+//     under /rate_limit/ on Caddy's admin endpoint, and the dashboard at
+//     /rate_limit/ui/ (with http.handlers.rate_limit_ui, the same on a
+//     site's route).
 //
 // # Where things are
 //
@@ -44,9 +45,11 @@
 //     caddy-ratelimit's syntax) around package rulesyntax, which reads a
 //     rule's subdirectives and the EdgeByte YAML rules file (rules_file,
 //     read at Provision through the same subdirective code).
-//   - admin*.go (admin_dashboard.go with the embedded dashboard/ folder,
-//     admin_cluster.go the cluster's view): the admin API and the
-//     dashboard; ui.go: the rate_limit_ui handler.
+//   - inspect.go: what package admin (the admin API, the dashboard and
+//     the rate_limit_ui handler, the third and fourth modules) reads of
+//     the rules in force and changes in them (RuleState);
+//     metrics_cluster.go and metrics_concurrency.go: the cluster's and
+//     max_concurrent's metrics.
 //
 // # A config's lifecycle, and what survives a reload
 //

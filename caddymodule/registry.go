@@ -162,6 +162,19 @@ type ruleEntry struct {
 // clustered is true for a rule with scope cluster, in a cluster.
 func (e ruleEntry) clustered() bool { return e.lim.Config().Shares }
 
+// forget forgets key in this process: its counters, its requests in
+// flight, its place in the top keys, its block. found: the process had
+// state for it; lifted: a block of it ended.
+func (e ruleEntry) forget(key string) (found, lifted bool) {
+	found = e.lim.Delete(key)
+	if c := concurrencyIn(e); c != nil {
+		found = c.inFlight.Forget(key) || found
+	}
+	e.stats.forget(key)
+	lifted = liftLocal(e, key)
+	return found || lifted, lifted
+}
+
 // list returns the rules in force, sorted by name.
 func (rs *rules) list() []ruleEntry {
 	rs.mu.Lock()

@@ -117,16 +117,16 @@ func (s *ruleStats) forget(key string) {
 	}
 }
 
-// statsSnapshot is a rule's counts at one moment.
-type statsSnapshot struct {
+// RequestCounts are a rule's counts of requests at one moment.
+type RequestCounts struct {
 	Allowed      uint64 `json:"allowed"`
 	Denied       uint64 `json:"denied"`
 	ShadowDenied uint64 `json:"shadow_denied"`
 	Exempt       uint64 `json:"exempt"`
 }
 
-func (s *ruleStats) snapshot() statsSnapshot {
-	return statsSnapshot{
+func (s *ruleStats) snapshot() RequestCounts {
+	return RequestCounts{
 		Allowed:      s.allowed.Load(),
 		Denied:       s.denied.Load(),
 		ShadowDenied: s.shadowDenied.Load(),

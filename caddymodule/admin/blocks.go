@@ -1,11 +1,11 @@
-package caddymodule
+package admin
 
 import (
 	"context"
 	"net/http"
 	"time"
 
-	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/caddymodule"
 )
 
 // The admin API's side of blocks (block_for): a key's block in its
@@ -33,28 +33,28 @@ type blockedKeyView struct {
 }
 
 // serveBlocked answers the keys a rule blocks now.
-func serveBlocked(w http.ResponseWriter, _ *http.Request, e ruleEntry) error {
+func serveBlocked(w http.ResponseWriter, _ *http.Request, e caddymodule.RuleState) error {
 	now := time.Now()
-	v := blockedView{Rule: e.name, Keys: []blockedKeyView{}}
+	v := blockedView{Rule: e.Name(), Keys: []blockedKeyView{}}
 	add := func(key string, until time.Time, offences int) {
 		k := blockedKeyView{BlockedUntil: until.UTC(), Offences: offences, RetryAfterSeconds: until.Sub(now).Seconds()}
 		k.Key, k.Escaped = jsonKey(key)
 		v.Keys = append(v.Keys, k)
 	}
-	if st := storeOf(e); st != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), max(adminStoreTimeout, st.timeout))
+	if st := e.Redis(); st != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), max(adminStoreTimeout, st.Timeout()))
 		defer cancel()
-		keys, err := st.store.Blocked(ctx, maxBlockedListed)
+		keys, err := st.Store().Blocked(ctx, maxBlockedListed)
 		if err != nil {
-			return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.name, err)
+			return apiError(http.StatusServiceUnavailable, "rule %q: reading redis: %v", e.Name(), err)
 		}
 		for _, k := range keys {
 			add(k.Key, k.Until, int(k.Offences))
 		}
 		return writeJSON(w, v)
 	}
-	if e.blocks != nil && len(e.rule.BlockFor) > 0 {
-		for _, k := range e.blocks.ListAt(now, maxBlockedListed) {
+	if e.Blocks() != nil && len(e.Config().BlockFor) > 0 {
+		for _, k := range e.Blocks().ListAt(now, maxBlockedListed) {
 			add(k.Key, k.Until, k.Offences)
 		}
 	}
@@ -62,27 +62,27 @@ func serveBlocked(w http.ResponseWriter, _ *http.Request, e ruleEntry) error {
 }
 
 // hasBlock reports whether key has a block or remembered offences.
-func hasBlock(e ruleEntry, key string) bool {
-	if e.blocks == nil {
+func hasBlock(e caddymodule.RuleState, key string) bool {
+	if e.Blocks() == nil {
 		return false
 	}
-	_, ok := e.blocks.InfoAt(key, time.Now())
+	_, ok := e.Blocks().InfoAt(key, time.Now())
 	return ok
 }
 
 // withBlock adds key's block to v: while it runs, the key is refused.
-func withBlock(v *keyView, e ruleEntry, key string, now time.Time) {
-	if e.blocks == nil {
+func withBlock(v *keyView, e caddymodule.RuleState, key string, now time.Time) {
+	if e.Blocks() == nil {
 		return
 	}
-	if b, ok := e.blocks.InfoAt(key, now); ok {
+	if b, ok := e.Blocks().InfoAt(key, now); ok {
 		setBlock(v, b.Until, b.Offences, now)
 	}
 }
 
 // withStoreBlock adds key's block in Redis to v.
-func withStoreBlock(ctx context.Context, v *keyView, st *ruleStore, key string) error {
-	b, err := st.store.BlockOf(ctx, key)
+func withStoreBlock(ctx context.Context, v *keyView, st *caddymodule.RedisState, key string) error {
+	b, err := st.Store().BlockOf(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -98,15 +98,4 @@ func setBlock(v *keyView, until time.Time, offences int, now time.Time) {
 		v.Allowed = false
 		v.RetryAfterSeconds = max(v.RetryAfterSeconds, until.Sub(now).Seconds())
 	}
-}
-
-// liftBlock lifts key's block and forgets its offences, here and, for a
-// rule with scope cluster, in this node's published blocks (the reset
-// that follows lifts it on the others). It reports whether it had one.
-func liftBlock(e ruleEntry, key string) bool {
-	lifted := liftLocal(e, key)
-	if n := activeNode(); lifted && n != nil && e.clustered() {
-		n.Sharing.WithdrawBlock(gossip.KeyHash(e.name), key)
-	}
-	return lifted
 }

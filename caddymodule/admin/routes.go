@@ -1,4 +1,4 @@
-package caddymodule
+package admin
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/edgebyte/edgelimit/caddymodule"
 )
 
 func init() {
@@ -74,7 +75,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeJSON(w, describeCluster())
 	case parts[0] == "rules" && len(parts) >= 2 && len(parts) <= 4:
-		e, ok := registry.get(parts[1])
+		e, ok := caddymodule.RuleInForce(parts[1])
 		if !ok {
 			return apiError(http.StatusNotFound, "no rule named %q", parts[1])
 		}
@@ -152,7 +153,7 @@ func writeJSON(w http.ResponseWriter, v any) error {
 
 // serveTopKeys answers the busiest (by=requests, units asked for) or
 // most-denied (by=denied) keys of a rule.
-func serveTopKeys(w http.ResponseWriter, r *http.Request, e ruleEntry) error {
+func serveTopKeys(w http.ResponseWriter, r *http.Request, e caddymodule.RuleState) error {
 	q := r.URL.Query()
 	n := defaultTop
 	if s := q.Get("top"); s != "" {
@@ -166,13 +167,13 @@ func serveTopKeys(w http.ResponseWriter, r *http.Request, e ruleEntry) error {
 	if by == "" {
 		by = "requests"
 	}
-	view := topKeysView{Rule: e.name, By: by, Keys: []topKey{}}
+	view := topKeysView{Rule: e.Name(), By: by, Keys: []topKey{}}
 	switch by {
 	case "requests":
-		view.Total = e.stats.busiest.Total()
-		view.addEntries(e.stats.busiest.Top(n))
+		view.Total = e.Busiest().Total()
+		view.addEntries(e.Busiest().Top(n))
 	case "denied":
-		if d := e.stats.mostDenied.Load(); d != nil {
+		if d := e.MostDenied(); d != nil {
 			view.Total = d.Total()
 			view.addEntries(d.Top(n))
 		}
@@ -183,15 +184,15 @@ func serveTopKeys(w http.ResponseWriter, r *http.Request, e ruleEntry) error {
 }
 
 // serveKey answers a key's state.
-func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
-	if st := storeOf(e); st != nil {
+func serveKey(w http.ResponseWriter, e caddymodule.RuleState, key, tier string) error {
+	if st := e.Redis(); st != nil {
 		return serveStoreKey(w, e, st, key)
 	}
-	if n, _ := inFlightOf(e, key); n == 0 && !e.lim.Contains(key) && !hasBlock(e, key) {
-		return apiError(http.StatusNotFound, "rule %q has no state for key %q (never seen, idle and swept, or evicted)", e.name, key)
+	if n, _ := inFlightOf(e, key); n == 0 && !e.Limiter().Contains(key) && !hasBlock(e, key) {
+		return apiError(http.StatusNotFound, "rule %q has no state for key %q (never seen, idle and swept, or evicted)", e.Name(), key)
 	}
-	if _, ok := e.rule.Tiers[tier]; tier != "" && !ok {
-		return apiError(http.StatusNotFound, "rule %q has no tier %q", e.name, tier)
+	if _, ok := e.Config().Tiers[tier]; tier != "" && !ok {
+		return apiError(http.StatusNotFound, "rule %q has no tier %q", e.Name(), tier)
 	}
 	v := describeKey(e, key, tier)
 	withBlock(&v, e, key, time.Now())
@@ -201,22 +202,19 @@ func serveKey(w http.ResponseWriter, e ruleEntry, key, tier string) error {
 // resetKey forgets a key's state: its next request starts afresh. A rule
 // with scope cluster forgets it on every node reachable; a key this node
 // never saw is still reset on the others.
-func resetKey(w http.ResponseWriter, e ruleEntry, key string) error {
-	if st := storeOf(e); st != nil {
+func resetKey(w http.ResponseWriter, e caddymodule.RuleState, key string) error {
+	if st := e.Redis(); st != nil {
 		return resetStoreKey(w, e, st, key)
 	}
-	found := e.lim.Delete(key)
-	found = forgetInFlight(e, key) || found
-	e.stats.forget(key)
-	found = liftBlock(e, key) || found // blocks.go
-	v := resetView{Rule: e.name, Key: key, Reset: found}
-	if n := activeNode(); n != nil && e.clustered() {
+	found := e.Forget(key)
+	v := resetView{Rule: e.Name(), Key: key, Reset: found}
+	if n := caddymodule.ClusterNode(); n != nil && e.Clustered() {
 		v.Cluster = true
-		if err := n.Cluster.BroadcastReset(e.name, key); err != nil {
+		if err := n.Cluster.BroadcastReset(e.Name(), key); err != nil {
 			v.ClusterError = err.Error()
 		}
 	} else if !found {
-		return apiError(http.StatusNotFound, "rule %q has no state for key %q", e.name, key)
+		return apiError(http.StatusNotFound, "rule %q has no state for key %q", e.Name(), key)
 	}
 	return writeJSON(w, v)
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package admin
 
 import (
 	"errors"
@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/edgebyte/edgelimit/caddymodule"
+	"github.com/edgebyte/edgelimit/internal/mmdbtest"
 )
 
 func TestPathSegments(t *testing.T) {
@@ -47,10 +50,44 @@ func adminStatus(t *testing.T, method, target string) int {
 	return 0
 }
 
+// load runs a Caddy config in this process, as `caddy run` would, with
+// its admin endpoint off (the tests call the routes directly), until the
+// test ends.
+func load(t *testing.T, config string) {
+	t.Helper()
+	if err := caddy.Load([]byte(config), true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := caddy.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// loadRules runs a config whose one route has a rate_limit handler with
+// rules (JSON), under the rate_limit app app (JSON; "{}": none set).
+func loadRules(t *testing.T, app, rules string) {
+	t.Helper()
+	load(t, `{"admin": {"disabled": true}, "logging": {"logs": {"default": {"level": "ERROR"}}},
+		"apps": {"rate_limit": `+app+`, "http": {"servers": {"s": {"listen": ["127.0.0.1:0"],
+		"routes": [{"handle": [{"handler": "rate_limit", "rules": `+rules+`}]}]}}}}}`)
+}
+
+// inForce is the rule in force named name.
+func inForce(t *testing.T, name string) caddymodule.RuleState {
+	t.Helper()
+	r, ok := caddymodule.RuleInForce(name)
+	if !ok {
+		t.Fatalf("no rule %q in force", name)
+	}
+	return r
+}
+
 func TestAdminRoutes(t *testing.T) {
 	const name = "admin routes test"
-	lim := runningRule(t, name, hourlyLimit(5))
-	lim.AllowAt("k/1", time.Now(), 1)
+	loadRules(t, "{}", `[{"name": "`+name+`", "limits": [{"count": 5, "window": 3600000000000}]}]`)
+	inForce(t, name).Limiter().AllowAt("k/1", time.Now(), 1)
 	for _, c := range []struct {
 		method, target string
 		want           int
@@ -78,13 +115,15 @@ func TestAdminRoutes(t *testing.T) {
 // TestDescribeKeyScale: the key view shows the limits at the factor of the
 // key's country (for an address key) and of the tier asked for.
 func TestDescribeKeyScale(t *testing.T) {
-	rule := geoRule("describe key scale test")
-	rule.Tiers, rule.TierBy = map[string][]string{"pro": {"40/1h"}}, "header X-Plan"
-	lim := runningRule(t, rule.Name, rule.LimiterConfig())
-	prev := activeApp.Swap(geoApp(t)) // after runningRule, whose commit makes its app the active one
-	t.Cleanup(func() { activeApp.Store(prev) })
-	lim.AllowAt("5.255.255.7", time.Now(), 1)
-	e := ruleEntry{name: rule.Name, lim: lim, stats: newRuleStats(), rule: rule}
+	const name = "describe key scale test"
+	db := filepath.Join(t.TempDir(), "country.mmdb")
+	if err := mmdbtest.Write(db, map[string]string{"5.255.255.0/24": "RU"}); err != nil {
+		t.Fatal(err)
+	}
+	loadRules(t, `{"geoip": "`+db+`"}`, `[{"name": "`+name+`", "limits": [{"count": 10, "window": 3600000000000}],
+		"geo_multiplier": {"RU": 1.5, "default": 0.5}, "tiers": {"pro": ["40/1h"]}, "tier_by": "header X-Plan"}]`)
+	e := inForce(t, name)
+	e.Limiter().AllowAt("5.255.255.7", time.Now(), 1)
 	for _, c := range []struct {
 		key, tier, country string
 		scale              float64

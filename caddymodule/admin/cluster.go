@@ -1,12 +1,11 @@
-package caddymodule
+package admin
 
 import (
 	"cmp"
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/edgebyte/edgelimit/caddymodule"
 	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/internal/clusternode"
 )
@@ -63,7 +62,7 @@ const maxSharesShown = 100
 
 // describeCluster is the cluster as the running config's node sees it.
 func describeCluster() clusterView {
-	n := activeNode()
+	n := caddymodule.ClusterNode()
 	if n == nil {
 		return clusterView{Members: []memberView{}, Shares: []shareView{}}
 	}
@@ -94,8 +93,8 @@ func describeCluster() clusterView {
 		v.Members = append(v.Members, mv)
 	}
 	names := make(map[uint64]string)
-	for _, e := range registry.list() {
-		names[gossip.KeyHash(e.name)] = e.name
+	for _, e := range caddymodule.RulesInForce() {
+		names[gossip.KeyHash(e.Name())] = e.Name()
 	}
 	shares := n.Sharing.Shares(0)
 	slices.SortFunc(shares, func(a, b gossip.KeyShare) int { return cmp.Compare(b.Share, a.Share) })
@@ -109,46 +108,4 @@ func describeCluster() clusterView {
 		Dropped: gs.Dropped, JoinAttempts: gs.JoinAttempts, JoinFailures: gs.JoinFailures,
 	}
 	return v
-}
-
-// activeNode is the cluster node of the running config, or nil.
-func activeNode() *clusternode.Node {
-	if app := activeApp.Load(); app != nil {
-		return app.clusterNode()
-	}
-	return nil
-}
-
-// Cluster metrics: only when a cluster is configured.
-var (
-	descClusterMembers = prometheus.NewDesc("caddy_rate_limit_cluster_members",
-		"Cluster members this node sees alive, itself included.",
-		nil, nil)
-	descGossipBytes = prometheus.NewDesc("caddy_rate_limit_gossip_bytes_total",
-		"Bytes of cluster messages (reports, resets) this node sent or received, before memberlist's framing and encryption; by direction: sent, received.",
-		[]string{"direction"}, nil)
-	descGossipDropped = prometheus.NewDesc("caddy_rate_limit_gossip_dropped_total",
-		"Packets, connections and cluster messages this node received on its gossip port and dropped, by reason: label (without the cluster's label), decrypt (not sent with a key of the cluster), decode, empty (a connection closed before its first byte), version, type, truncated, too_large, trailing (malformed), overflow (arriving faster than handled), other.",
-		[]string{"reason"}, nil)
-)
-
-// collectCluster sends the cluster metrics, if there is a cluster.
-func collectCluster(ch chan<- prometheus.Metric) {
-	n := activeNode()
-	if n == nil {
-		return
-	}
-	alive := 0
-	for _, m := range n.Cluster.Members() {
-		if m.State == gossip.StateAlive {
-			alive++
-		}
-	}
-	ch <- prometheus.MustNewConstMetric(descClusterMembers, prometheus.GaugeValue, float64(alive))
-	st := n.Cluster.Stats()
-	ch <- prometheus.MustNewConstMetric(descGossipBytes, prometheus.CounterValue, float64(st.BytesSent), "sent")
-	ch <- prometheus.MustNewConstMetric(descGossipBytes, prometheus.CounterValue, float64(st.BytesReceived), "received")
-	for reason, count := range st.Dropped {
-		ch <- prometheus.MustNewConstMetric(descGossipDropped, prometheus.CounterValue, float64(count), reason)
-	}
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package admin
 
 import (
 	"net/netip"
@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgebyte/edgelimit/caddymodule"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
@@ -34,8 +35,8 @@ type ruleView struct {
 	Evictions uint64          `json:"evictions"`
 	// EvictionsLimited is how many of the evictions were of keys left at
 	// one of their limits (see limiter.Limiter.EvictionCounts).
-	EvictionsLimited uint64        `json:"evictions_limited"`
-	Requests         statsSnapshot `json:"requests"`
+	EvictionsLimited uint64                    `json:"evictions_limited"`
+	Requests         caddymodule.RequestCounts `json:"requests"`
 	// InFlight is, for a rule with max_concurrent, its requests in flight
 	// on this node, all keys; BusiestInFlight the keys with the most.
 	InFlight        *int64            `json:"in_flight,omitempty"`
@@ -138,24 +139,24 @@ type resetView struct {
 
 func overview() overviewView {
 	v := overviewView{Rules: []ruleView{}}
-	for _, e := range registry.list() {
+	for _, e := range caddymodule.RulesInForce() {
 		v.Rules = append(v.Rules, describeRule(e))
 	}
 	return v
 }
 
-func describeRule(e ruleEntry) ruleView {
-	cfg := e.lim.Config()
+func describeRule(e caddymodule.RuleState) ruleView {
+	cfg := e.Limiter().Config()
 	v := ruleView{
-		Name:      e.name,
-		Config:    e.rule,
+		Name:      e.Name(),
+		Config:    e.Config(),
 		Algorithm: string(cfg.Algorithm),
 		Burst:     cfg.Burst,
-		Keys:      e.lim.Len(),
+		Keys:      e.Limiter().Len(),
 		MaxKeys:   cfg.MaxKeys,
-		Requests:  e.stats.snapshot(),
+		Requests:  e.Requests(),
 	}
-	v.Evictions, v.EvictionsLimited = e.lim.EvictionCounts()
+	v.Evictions, v.EvictionsLimited = e.Limiter().EvictionCounts()
 	if v.Algorithm == "" {
 		v.Algorithm = string(limiter.SlidingWindow)
 	}
@@ -169,22 +170,22 @@ func describeRule(e ruleEntry) ruleView {
 	return v
 }
 
-func describeKey(e ruleEntry, key, tier string) keyView {
-	v := keyView{Rule: e.name, Tier: tier, Scale: 1}
+func describeKey(e caddymodule.RuleState, key, tier string) keyView {
+	v := keyView{Rule: e.Name(), Tier: tier, Scale: 1}
 	v.Key, v.Escaped = jsonKey(key)
-	if len(e.rule.GeoMultiplier) > 0 {
+	if len(e.Config().GeoMultiplier) > 0 {
 		code, ok := countryOfKey(key)
 		v.Country = code
-		factors, _ := geo.FromMap(e.rule.GeoMultiplier) // checked when the rule loaded
+		factors, _ := geo.FromMap(e.Config().GeoMultiplier) // checked when the rule loaded
 		v.Scale = factors.For(code, ok)
 	}
 	if tier != "" {
-		tiers, _ := ruleconfig.ParseTiers(e.rule.Tiers, e.rule.Limits) // checked when the rule loaded
-		v.Scale *= tiers[tier]                                         // serveKey checked that it is one
+		tiers, _ := ruleconfig.ParseTiers(e.Config().Tiers, e.Config().Limits) // checked when the rule loaded
+		v.Scale *= tiers[tier]                                                 // serveKey checked that it is one
 	}
 	now := time.Now()
-	d := e.lim.PeekScaledAt(key, now, 0, v.Scale)
-	next := e.lim.PeekScaledAt(key, now, 1, v.Scale)
+	d := e.Limiter().PeekScaledAt(key, now, 0, v.Scale)
+	next := e.Limiter().PeekScaledAt(key, now, 1, v.Scale)
 	v = keyViewOf(v, &d, &next)
 	keyInFlight(&v, e, key)
 	return v
@@ -193,10 +194,6 @@ func describeKey(e ruleEntry, key, tier string) keyView {
 // countryOfKey is the country the running config's geoip database gives a
 // key that is a client address or prefix (by ip, by ip/24).
 func countryOfKey(key string) (string, bool) {
-	app := activeApp.Load()
-	if app == nil || app.geoDB() == nil {
-		return "", false
-	}
 	key = strings.TrimPrefix(key, "\x00") // on_missing_key ip
 	addr, err := netip.ParseAddr(key)
 	if err != nil {
@@ -206,5 +203,5 @@ func countryOfKey(key string) (string, bool) {
 		}
 		addr = p.Addr()
 	}
-	return app.geoDB().Country(addr)
+	return caddymodule.Country(addr)
 }

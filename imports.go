@@ -5,6 +5,8 @@ package edgelimit
 import (
 	// the rate_limit handler and app
 	_ "github.com/edgebyte/edgelimit/caddymodule"
+	// the Caddyfile's rate_limit directive and global option
+	_ "github.com/edgebyte/edgelimit/caddymodule/adapt"
 	// the admin API, the dashboard and the rate_limit_ui handler
 	_ "github.com/edgebyte/edgelimit/caddymodule/admin"
 )

@@ -69,9 +69,9 @@ type ClusterConfig struct {
 
 // The values of on_partition.
 const (
-	partitionLocalShare = "local_share"
-	partitionFailOpen   = "fail_open"
-	partitionFailClosed = "fail_closed"
+	PartitionLocalShare = "local_share"
+	PartitionFailOpen   = "fail_open"
+	PartitionFailClosed = "fail_closed"
 )
 
 // settings checks the configuration and parses it.
@@ -117,11 +117,11 @@ func (c *ClusterConfig) settings() (clusternode.Settings, error) {
 		g.SyncInterval = gossip.DefaultSyncInterval
 	}
 	switch c.OnPartition {
-	case "", partitionLocalShare:
-		s.Policy, s.PolicyText = gossip.LocalShare, partitionLocalShare
-	case partitionFailOpen:
+	case "", PartitionLocalShare:
+		s.Policy, s.PolicyText = gossip.LocalShare, PartitionLocalShare
+	case PartitionFailOpen:
 		s.Policy = gossip.FailOpen
-	case partitionFailClosed:
+	case PartitionFailClosed:
 		s.Policy = gossip.FailClosed
 	default:
 		return s, fmt.Errorf("cluster on_partition %q: want local_share, fail_open or fail_closed", c.OnPartition)
@@ -239,6 +239,13 @@ func (a *App) sharedRules() []gossip.Rule {
 		out = append(out, r)
 	}
 	return out
+}
+
+// CheckSecretKey checks the i-th (from 0) key of secret_key, as a config
+// load does, for the Caddyfile adapter. Errors do not quote the key.
+func CheckSecretKey(i int, key string) error {
+	_, err := parseSecretKey(i, key)
+	return err
 }
 
 // parseSecretKey decodes the i-th (from 0) key of secret_key: base64 of

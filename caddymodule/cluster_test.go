@@ -22,7 +22,7 @@ func TestClusterSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Gossip.SyncInterval != gossip.DefaultSyncInterval || s.Policy != gossip.LocalShare || s.PolicyText != partitionLocalShare {
+	if s.Gossip.SyncInterval != gossip.DefaultSyncInterval || s.Policy != gossip.LocalShare || s.PolicyText != PartitionLocalShare {
 		t.Errorf("defaults: %+v", s)
 	}
 	if s, err := (&ClusterConfig{}).settings(); err == nil || !strings.Contains(err.Error(), "secret key is required") {

@@ -18,7 +18,7 @@ import (
 )
 
 // This file maps mholt/caddy-ratelimit's zones, from its JSON handler
-// config (rate_limits) or its Caddyfile (zone blocks, caddyfile_compat.go),
+// config (rate_limits) or its Caddyfile (zone blocks, package adapt),
 // to rules.
 
 // Zone is one of mholt/caddy-ratelimit's rate limit zones, as its JSON
@@ -49,9 +49,9 @@ type Zone struct {
 	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
 }
 
-// rule is the zone as a rule: named after the zone, sliding_log (the
+// Rule is the zone as a rule: named after the zone, sliding_log (the
 // exact window caddy-ratelimit keeps), limit max_events window, by key.
-func (z *Zone) rule(name string) (ruleconfig.Rule, error) {
+func (z *Zone) Rule(name string) (ruleconfig.Rule, error) {
 	if z.MaxEvents == 0 || z.Window == 0 {
 		return ruleconfig.Rule{}, fmt.Errorf("zone %s: a zone needs both events (max_events) and window", name)
 	}
@@ -104,7 +104,7 @@ func (h *Handler) adoptZones() error {
 		if z == nil {
 			return fmt.Errorf("rate_limits: zone %s is null", name)
 		}
-		r, err := z.rule(name)
+		r, err := z.Rule(name)
 		if err != nil {
 			return fmt.Errorf("rate_limits: %v", err)
 		}

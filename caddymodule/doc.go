@@ -40,11 +40,11 @@
 //     store.go and store_nodes.go: the redis block and the rules'
 //     state in Redis (the clients and the fleet's heartbeat run in
 //     internal/redispool).
-//   - caddyfile*.go: the Caddyfile adapter (caddyfile.go the directive,
-//     caddyfile_global.go the global option, caddyfile_compat.go
-//     caddy-ratelimit's syntax) around package rulesyntax, which reads a
-//     rule's subdirectives and the EdgeByte YAML rules file (rules_file,
-//     read at Provision through the same subdirective code).
+//   - package adapt: the Caddyfile adapter (the directive, the global
+//     option, caddy-ratelimit's syntax) around package rulesyntax, which
+//     reads a rule's subdirectives and the EdgeByte YAML rules file
+//     (rules_file, read at Provision through the same subdirective code);
+//     compat.go: caddy-ratelimit's zones as JSON (Zone).
 //   - inspect.go: what package admin (the admin API, the dashboard and
 //     the rate_limit_ui handler, the third and fourth modules) reads of
 //     the rules in force and changes in them (RuleState);

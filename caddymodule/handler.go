@@ -151,7 +151,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				return fmt.Errorf("rule %s: %v", r.Name, err)
 			}
 		}
-		if _, err := h.app.missingFor(&r.Rule); err != nil {
+		if _, err := h.app.MissingFor(&r.Rule); err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}
 		for _, src := range append(ptrs(r.keys), &r.tierSource) {

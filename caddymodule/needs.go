@@ -15,7 +15,7 @@ import (
 // lacks: the subdirective that needs it, and the error; "", nil if none.
 // It reads the configured fields only, so the adapter can call it on the
 // global option as written.
-func (a *App) missingFor(r *ruleconfig.Rule) (subdirective string, err error) {
+func (a *App) MissingFor(r *ruleconfig.Rule) (subdirective string, err error) {
 	for _, need := range []struct {
 		sub   string
 		words []string

@@ -106,6 +106,10 @@ var ruleChecks = rulesyntax.Checks{
 	Rule:      validateRule,
 }
 
+// RuleChecks are the checks of a rule that the rule syntax leaves to this
+// package, for the Caddyfile adapter (package caddymodule/adapt).
+func RuleChecks() rulesyntax.Checks { return ruleChecks }
+
 // parseRulesFile reads a rules file's text (rulesyntax.ParseRulesFile)
 // with this package's checks.
 func parseRulesFile(data []byte, file, namePrefix string) ([]ruleconfig.Rule, error) {

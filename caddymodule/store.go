@@ -152,7 +152,7 @@ func (c *RedisConfig) settings() (redispool.Settings, error) {
 	}
 	for _, a := range c.Addresses {
 		a = repl.ReplaceKnown(a, "")
-		if err := checkRedisAddress(a); err != nil {
+		if err := CheckRedisAddress(a); err != nil {
 			return s, err
 		}
 		s.Addrs = append(s.Addrs, a)
@@ -202,7 +202,7 @@ func (c *RedisConfig) settings() (redispool.Settings, error) {
 }
 
 // checkRedisAddress checks one address of the redis block.
-func checkRedisAddress(a string) error {
+func CheckRedisAddress(a string) error {
 	host, port, err := net.SplitHostPort(a)
 	if err != nil || host == "" {
 		return fmt.Errorf("store redis: address %q: want host:port, such as 10.0.0.9:6379", a)

@@ -1,4 +1,4 @@
-package caddymodule
+package adapt
 
 import (
 	"encoding/json"
@@ -8,11 +8,13 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/edgebyte/edgelimit/caddymodule"
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 )
 
 // parseTest parses input as the rate_limit block of site with matcher.
-func parseTest(input, site, matcher string, derived map[string]bool) (*Handler, error) {
+func parseTest(input, site, matcher string, derived map[string]bool) (*caddymodule.Handler, error) {
 	p := &blockParser{names: rulesyntax.Namer{Site: site, Matcher: matcher, Taken: derived}}
 	return p.parse(caddyfile.NewTestDispenser(input))
 }
@@ -422,45 +424,6 @@ func TestCaddyfileDerivedNameHasSiteAddress(t *testing.T) {
 	}
 }
 
-// TestRedisSentinelAuthSettings: the Sentinels' credentials have their
-// placeholders replaced, tell clients apart (the pool's key), and without
-// sentinel_master are an error in JSON as in the Caddyfile.
-func TestRedisSentinelAuthSettings(t *testing.T) {
-	t.Setenv("EDGELIMIT_TEST_SENTINEL_PASSWORD", "s3cret")
-	cfg := RedisConfig{
-		Addresses:        []string{"127.0.0.1:26379", "127.0.0.1:26380"},
-		SentinelMaster:   "mymaster",
-		SentinelUsername: "watcher",
-		SentinelPassword: "{env.EDGELIMIT_TEST_SENTINEL_PASSWORD}",
-	}
-	s, err := cfg.settings()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.SentinelUsername != "watcher" || s.SentinelPassword != "s3cret" {
-		t.Errorf("sentinel credentials %q, %q; want watcher, s3cret", s.SentinelUsername, s.SentinelPassword)
-	}
-	for i, change := range []func(c *RedisConfig){
-		func(c *RedisConfig) { c.SentinelPassword = "other" },
-		func(c *RedisConfig) { c.SentinelPassword = "" },
-		func(c *RedisConfig) { c.SentinelUsername = "" },
-	} {
-		other := cfg
-		change(&other)
-		if o, err := other.settings(); err != nil || o.Print == s.Print {
-			t.Errorf("Test %d: settings %v; the same client as before the change: %v", i, err, o.Print == s.Print)
-		}
-	}
-	for _, c := range []RedisConfig{
-		{Addresses: []string{"127.0.0.1:6379"}, SentinelPassword: "p"},
-		{Addresses: []string{"127.0.0.1:7000"}, Cluster: true, SentinelUsername: "u"},
-	} {
-		if _, err := c.settings(); err == nil || !strings.Contains(err.Error(), "need sentinel_master") {
-			t.Errorf("%+v: error %v, want one saying sentinel_master is needed", c, err)
-		}
-	}
-}
-
 // TestAdaptStoreSentinel adapts a whole Caddyfile with a store redis
 // block on Sentinels, with their credentials.
 func TestAdaptStoreSentinel(t *testing.T) {
@@ -489,4 +452,9 @@ func TestAdaptStoreSentinel(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "need sentinel_master") || !strings.Contains(err.Error(), "Caddyfile:7") {
 		t.Errorf("without sentinel_master: error %v, want one saying sentinel_master is needed, at Caddyfile:7", err)
 	}
+}
+
+// parseRulesFile reads a rules file's text as a config load does.
+func parseRulesFile(data []byte, file, namePrefix string) ([]ruleconfig.Rule, error) {
+	return rulesyntax.ParseRulesFile(data, file, namePrefix, caddymodule.RuleChecks())
 }

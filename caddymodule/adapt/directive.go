@@ -1,4 +1,4 @@
-package caddymodule
+package adapt
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/edgebyte/edgelimit/caddymodule"
 	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 )
 
@@ -99,18 +100,6 @@ func parseDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error)
 	return h.NewRoute(matcherSet, handler), nil
 }
 
-// UnmarshalCaddyfile reads a rate_limit block (see parseDirective) into h.
-// Outside a site block there is no site address: derived rule names are
-// then only "by <key>".
-func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	parsed, err := (&blockParser{}).parse(d)
-	if err != nil {
-		return err
-	}
-	*h = *parsed
-	return nil
-}
-
 // siteAddresses returns the addresses of the site block the directive is
 // in, for derived rule names. httpcaddyfile.Helper does not export them, so
 // they are read with reflect from its unexported field parentBlock (a
@@ -161,13 +150,13 @@ func derivedNames(state map[string]any) map[string]bool {
 // blockParser reads one rate_limit block.
 type blockParser struct {
 	names rulesyntax.Namer // the site, the directive's matcher token, the names derived so far
-	app   *App             // the global option as written, to check what rules need of it; nil: not known here
+	app   *caddymodule.App // the global option as written, to check what rules need of it; nil: not known here
 }
 
 // globalApp is the rate_limit global option's value (an empty app if the
 // Caddyfile has none).
-func globalApp(option any) (*App, error) {
-	app := new(App)
+func globalApp(option any) (*caddymodule.App, error) {
+	app := new(caddymodule.App)
 	if opt, ok := option.(httpcaddyfile.App); ok {
 		if err := json.Unmarshal(opt.Value, app); err != nil {
 			return nil, fmt.Errorf("reading the rate_limit global option: %v", err)
@@ -177,19 +166,19 @@ func globalApp(option any) (*App, error) {
 }
 
 // parse reads the block d is at (the directive's name, before Next).
-func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
+func (p *blockParser) parse(d *caddyfile.Dispenser) (*caddymodule.Handler, error) {
 	d.Next() // the directive's name
-	top := rulesyntax.NewSpec(d.Token(), ruleChecks)
+	top := rulesyntax.NewSpec(d.Token(), caddymodule.RuleChecks())
 	if d.NextArg() {
 		return nil, d.Errf("unexpected argument %q: a matcher is *, /path or @name, and rules go in the block", d.Val())
 	}
-	handler := new(Handler)
+	handler := new(caddymodule.Handler)
 	var blocks []*rulesyntax.Spec // rule blocks and zones, in order
 	var ruleBlocks int
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "rule":
-			spec, err := rulesyntax.ParseRuleBlock(d, ruleChecks)
+			spec, err := rulesyntax.ParseRuleBlock(d, caddymodule.RuleChecks())
 			if err != nil {
 				return nil, err
 			}
@@ -253,7 +242,7 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 			return nil, err
 		}
 		if p.app != nil {
-			if sub, err := p.app.missingFor(&s.Rule); err != nil {
+			if sub, err := p.app.MissingFor(&s.Rule); err != nil {
 				return nil, rulesyntax.ErrAt(s.At(sub), "rule %q: %v", s.Rule.Name, err)
 			}
 		}
@@ -261,6 +250,3 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*Handler, error) {
 	}
 	return handler, nil
 }
-
-// Interface guards
-var _ caddyfile.Unmarshaler = (*Handler)(nil)

@@ -1,4 +1,4 @@
-package caddymodule
+package adapt
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/edgebyte/edgelimit/caddymodule"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 	"github.com/edgebyte/edgelimit/gossip"
@@ -76,7 +77,7 @@ func init() {
 // jwt, cluster and store may each be given once in all. A secret_key is required
 // unless bind is a loopback address.
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
-	app := new(App)
+	app := new(caddymodule.App)
 	if prev, ok := existing.(httpcaddyfile.App); ok && len(prev.Value) > 0 {
 		if err := json.Unmarshal(prev.Value, app); err != nil {
 			return nil, d.Errf("reading the earlier rate_limit option: %v", err)
@@ -93,8 +94,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if every < MinSweepInterval {
-				return nil, d.Errf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(every), MinSweepInterval)
+			if every < caddymodule.MinSweepInterval {
+				return nil, d.Errf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(every), caddymodule.MinSweepInterval)
 			}
 			app.SweepInterval = caddy.Duration(every)
 
@@ -157,8 +158,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 }
 
 // parseJWTBlock reads the jwt { … } block of the global option.
-func parseJWTBlock(d *caddyfile.Dispenser) (*JWTConfig, error) {
-	cfg := new(JWTConfig)
+func parseJWTBlock(d *caddyfile.Dispenser) (*caddymodule.JWTConfig, error) {
+	cfg := new(caddymodule.JWTConfig)
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
@@ -228,8 +229,8 @@ const maxClusterLabel = 255
 // checks what it can without replacing placeholders; the rest (keys from
 // placeholders, a key being required beyond loopback when the bind address
 // is a placeholder) is checked when the app starts (ClusterConfig.settings).
-func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
-	cfg := new(ClusterConfig)
+func parseClusterBlock(d *caddyfile.Dispenser) (*caddymodule.ClusterConfig, error) {
+	cfg := new(caddymodule.ClusterConfig)
 	start := d.Token()
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -291,7 +292,7 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*ClusterConfig, error) {
 			err = rulesyntax.OneArg(d, &cfg.OnPartition)
 			if err == nil {
 				switch cfg.OnPartition {
-				case partitionLocalShare, partitionFailOpen, partitionFailClosed:
+				case caddymodule.PartitionLocalShare, caddymodule.PartitionFailOpen, caddymodule.PartitionFailClosed:
 				default:
 					return nil, d.Errf("cluster on_partition %q: want local_share, fail_open or fail_closed", cfg.OnPartition)
 				}
@@ -346,7 +347,7 @@ func secretKeyArg(d *caddyfile.Dispenser, i int, key string) error {
 	if strings.Contains(key, "{") {
 		return nil
 	}
-	if _, err := parseSecretKey(i, key); err != nil {
+	if err := caddymodule.CheckSecretKey(i, key); err != nil {
 		return d.Errf("%v", err)
 	}
 	return nil
@@ -355,7 +356,7 @@ func secretKeyArg(d *caddyfile.Dispenser, i int, key string) error {
 // parseStoreBlock reads `store redis { … }` of the global option. What
 // holds a placeholder is checked when the config loads
 // (RedisConfig.settings).
-func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
+func parseStoreBlock(d *caddyfile.Dispenser) (*caddymodule.StoreConfig, error) {
 	start := d.Token()
 	var kind string
 	if !d.NextArg() {
@@ -367,7 +368,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	cfg := new(RedisConfig)
+	cfg := new(caddymodule.RedisConfig)
 	seen := make(map[string]caddyfile.Token)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
@@ -386,7 +387,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 				if strings.Contains(a, "{") {
 					continue
 				}
-				if err := checkRedisAddress(a); err != nil {
+				if err := caddymodule.CheckRedisAddress(a); err != nil {
 					return nil, d.Errf("%v", err)
 				}
 			}
@@ -459,7 +460,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*StoreConfig, error) {
 	case cfg.Cluster && cfg.DB != 0:
 		return nil, rulesyntax.ErrAt(seen["db"], "store redis: db %d: a Redis Cluster has only db 0", cfg.DB)
 	}
-	return &StoreConfig{Redis: cfg}, nil
+	return &caddymodule.StoreConfig{Redis: cfg}, nil
 }
 
 // onOffArg reads `on` or `off` into dst; with bare, the subdirective

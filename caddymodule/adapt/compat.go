@@ -1,4 +1,4 @@
-package caddymodule
+package adapt
 
 import (
 	"strconv"
@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule"
 	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -40,7 +41,7 @@ import (
 
 // parseCompat reads one of caddy-ratelimit's handler-level subdirectives,
 // d being at its name; for a zone it returns the zone's rule.
-func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *rulesyntax.Spec) (*rulesyntax.Spec, error) {
+func parseCompat(d *caddyfile.Dispenser, handler *caddymodule.Handler, top *rulesyntax.Spec) (*rulesyntax.Spec, error) {
 	switch d.Val() {
 	case "zone":
 		return parseZone(d)
@@ -79,7 +80,7 @@ func parseCompat(d *caddyfile.Dispenser, handler *Handler, top *rulesyntax.Spec)
 
 // parseZone reads `zone NAME { … }`.
 func parseZone(d *caddyfile.Dispenser) (*rulesyntax.Spec, error) {
-	spec := rulesyntax.NewSpec(d.Token(), ruleChecks)
+	spec := rulesyntax.NewSpec(d.Token(), caddymodule.RuleChecks())
 	if !d.NextArg() {
 		return nil, d.ArgErr()
 	}
@@ -88,7 +89,7 @@ func parseZone(d *caddyfile.Dispenser) (*rulesyntax.Spec, error) {
 		return nil, d.ArgErr()
 	}
 	var (
-		z    Zone
+		z    caddymodule.Zone
 		seen = make(map[string]caddyfile.Token)
 	)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -148,7 +149,7 @@ func parseZone(d *caddyfile.Dispenser) (*rulesyntax.Spec, error) {
 	if z.MaxEvents == 0 || z.Window == 0 {
 		return nil, rulesyntax.ErrAt(spec.Start, "zone %s: a zone needs both events and window", name)
 	}
-	r, err := z.rule(name)
+	r, err := z.Rule(name)
 	if err != nil {
 		return nil, rulesyntax.ErrAt(seen["key"], "%v", err)
 	}

@@ -38,18 +38,6 @@ func TestAbuseJSONChecks(t *testing.T) {
 	}
 }
 
-func TestStatusSet(t *testing.T) {
-	s, err := ruleconfig.ParseStatuses([]string{"401", "5xx"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for code, want := range map[int]bool{99: false, 100: false, 400: false, 401: true, 402: false, 499: false, 500: true, 563: true, 599: true, 600: false, 0: false} {
-		if s.Has(code) != want {
-			t.Errorf("has(%d) = %v, want %v", code, !want, want)
-		}
-	}
-}
-
 func TestRulesFileAbuseFields(t *testing.T) {
 	rules, err := parseRulesFile([]byte("rate_limit:\n  - path: /login\n    limit: 5 1m\n    block_for: [1m, 10m]\n    block_reset: 12h\n    count_status: [401, 403]\n  - limit: 100 1m\n    cost_header: X-Tokens\n"), "r.yaml", "")
 	if err != nil {

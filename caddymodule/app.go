@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/edgebyte/edgelimit/caddymodule/appconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/limiter"
@@ -57,17 +58,17 @@ type App struct {
 
 	// JWT says how tokens are found and verified for rules keyed by a
 	// claim (by jwt CLAIM). Default: none; such rules then fail to load.
-	JWT *JWTConfig `json:"jwt,omitempty"`
+	JWT *appconfig.JWTConfig `json:"jwt,omitempty"`
 
 	// Cluster, if set, makes this Caddy a node of a fleet that shares the
 	// rules' limits (see ClusterConfig). Default: none, every node limits
 	// alone.
-	Cluster *ClusterConfig `json:"cluster,omitempty"`
+	Cluster *appconfig.ClusterConfig `json:"cluster,omitempty"`
 
 	// Store is where rules with `store redis` keep their state: a Redis
 	// shared by every node, for exact global limits (see StoreConfig).
 	// Default: none; such rules then fail to load.
-	Store *StoreConfig `json:"store,omitempty"`
+	Store *appconfig.StoreConfig `json:"store,omitempty"`
 
 	// Each concern's state, provisioned and cleaned up by its own type;
 	// nil when its option is not set.

@@ -33,11 +33,12 @@
 //     checks of its fields; rule.go: rule, a provisioned Rule with what
 //     each request needs, and the checks only provisioning can make
 //     (ruleChecks); needs.go: what a rule needs of the App.
-//   - app.go: App and its lifecycle; registry.go: the rules' limiters by
-//     name, process-wide (registry); stats.go and metrics.go: the rules' counts, exported to
-//     Prometheus; cluster.go: the cluster block and the app's use of a
-//     node (the node itself runs in internal/clusternode);
-//     store.go and store_nodes.go: the redis block and the rules'
+//   - app.go: App and its lifecycle (its jwt, cluster and store blocks
+//     as configured are package appconfig's); registry.go: the rules'
+//     limiters by name, process-wide (registry); stats.go and
+//     metrics*.go: the rules' counts, exported to Prometheus; cluster.go:
+//     the app's use of a cluster node (the node itself runs in
+//     internal/clusternode); store.go and store_nodes.go: the rules'
 //     state in Redis (the clients and the fleet's heartbeat run in
 //     internal/redispool).
 //   - package adapt: the Caddyfile adapter (the directive, the global

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/edgebyte/edgelimit/caddymodule/appconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redispool"
 	"github.com/edgebyte/edgelimit/internal/redistest"
@@ -103,12 +104,12 @@ func TestFallbackShareStart(t *testing.T) {
 		t.Skip("needs redis-server")
 	}
 	srv := redistest.Start(t)
-	cfg := &RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":"}
-	s, err := cfg.settings()
+	cfg := &appconfig.RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":"}
+	s, err := cfg.Settings()
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &App{SweepInterval: 60e9, Store: &StoreConfig{Redis: cfg}, logger: zap.NewNop()}
+	app := &App{SweepInterval: 60e9, Store: &appconfig.StoreConfig{Redis: cfg}, logger: zap.NewNop()}
 	if app.redis, err = provisionRedis(app.Store); err != nil {
 		t.Fatal(err)
 	}

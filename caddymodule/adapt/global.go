@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/edgebyte/edgelimit/caddymodule"
+	"github.com/edgebyte/edgelimit/caddymodule/appconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
 	"github.com/edgebyte/edgelimit/gossip"
@@ -158,8 +159,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 }
 
 // parseJWTBlock reads the jwt { … } block of the global option.
-func parseJWTBlock(d *caddyfile.Dispenser) (*caddymodule.JWTConfig, error) {
-	cfg := new(caddymodule.JWTConfig)
+func parseJWTBlock(d *caddyfile.Dispenser) (*appconfig.JWTConfig, error) {
+	cfg := new(appconfig.JWTConfig)
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
@@ -229,8 +230,8 @@ const maxClusterLabel = 255
 // checks what it can without replacing placeholders; the rest (keys from
 // placeholders, a key being required beyond loopback when the bind address
 // is a placeholder) is checked when the app starts (ClusterConfig.settings).
-func parseClusterBlock(d *caddyfile.Dispenser) (*caddymodule.ClusterConfig, error) {
-	cfg := new(caddymodule.ClusterConfig)
+func parseClusterBlock(d *caddyfile.Dispenser) (*appconfig.ClusterConfig, error) {
+	cfg := new(appconfig.ClusterConfig)
 	start := d.Token()
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -292,7 +293,7 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*caddymodule.ClusterConfig, erro
 			err = rulesyntax.OneArg(d, &cfg.OnPartition)
 			if err == nil {
 				switch cfg.OnPartition {
-				case caddymodule.PartitionLocalShare, caddymodule.PartitionFailOpen, caddymodule.PartitionFailClosed:
+				case appconfig.PartitionLocalShare, appconfig.PartitionFailOpen, appconfig.PartitionFailClosed:
 				default:
 					return nil, d.Errf("cluster on_partition %q: want local_share, fail_open or fail_closed", cfg.OnPartition)
 				}
@@ -347,7 +348,7 @@ func secretKeyArg(d *caddyfile.Dispenser, i int, key string) error {
 	if strings.Contains(key, "{") {
 		return nil
 	}
-	if err := caddymodule.CheckSecretKey(i, key); err != nil {
+	if err := appconfig.CheckSecretKey(i, key); err != nil {
 		return d.Errf("%v", err)
 	}
 	return nil
@@ -356,7 +357,7 @@ func secretKeyArg(d *caddyfile.Dispenser, i int, key string) error {
 // parseStoreBlock reads `store redis { … }` of the global option. What
 // holds a placeholder is checked when the config loads
 // (RedisConfig.settings).
-func parseStoreBlock(d *caddyfile.Dispenser) (*caddymodule.StoreConfig, error) {
+func parseStoreBlock(d *caddyfile.Dispenser) (*appconfig.StoreConfig, error) {
 	start := d.Token()
 	var kind string
 	if !d.NextArg() {
@@ -368,7 +369,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*caddymodule.StoreConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	cfg := new(caddymodule.RedisConfig)
+	cfg := new(appconfig.RedisConfig)
 	seen := make(map[string]caddyfile.Token)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
@@ -387,7 +388,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*caddymodule.StoreConfig, error) {
 				if strings.Contains(a, "{") {
 					continue
 				}
-				if err := caddymodule.CheckRedisAddress(a); err != nil {
+				if err := appconfig.CheckRedisAddress(a); err != nil {
 					return nil, d.Errf("%v", err)
 				}
 			}
@@ -460,7 +461,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*caddymodule.StoreConfig, error) {
 	case cfg.Cluster && cfg.DB != 0:
 		return nil, rulesyntax.ErrAt(seen["db"], "store redis: db %d: a Redis Cluster has only db 0", cfg.DB)
 	}
-	return &caddymodule.StoreConfig{Redis: cfg}, nil
+	return &appconfig.StoreConfig{Redis: cfg}, nil
 }
 
 // onOffArg reads `on` or `off` into dst; with bare, the subdirective

@@ -171,17 +171,18 @@ func describeRule(e caddymodule.RuleState) ruleView {
 }
 
 func describeKey(e caddymodule.RuleState, key, tier string) keyView {
+	cfg := e.Config()
 	v := keyView{Rule: e.Name(), Tier: tier, Scale: 1}
 	v.Key, v.Escaped = jsonKey(key)
-	if len(e.Config().GeoMultiplier) > 0 {
+	if len(cfg.GeoMultiplier) > 0 {
 		code, ok := countryOfKey(key)
 		v.Country = code
-		factors, _ := geo.FromMap(e.Config().GeoMultiplier) // checked when the rule loaded
+		factors, _ := geo.FromMap(cfg.GeoMultiplier) // checked when the rule loaded
 		v.Scale = factors.For(code, ok)
 	}
 	if tier != "" {
-		tiers, _ := ruleconfig.ParseTiers(e.Config().Tiers, e.Config().Limits) // checked when the rule loaded
-		v.Scale *= tiers[tier]                                                 // serveKey checked that it is one
+		tiers, _ := ruleconfig.ParseTiers(cfg.Tiers, cfg.Limits) // checked when the rule loaded
+		v.Scale *= tiers[tier]                                   // serveKey checked that it is one
 	}
 	now := time.Now()
 	d := e.Limiter().PeekScaledAt(key, now, 0, v.Scale)

@@ -51,7 +51,7 @@ func mixWord(o uint64) uint64 { return o * 0x9e3779b97f4a7c15 }
 // recView is the records of an atomic table, as the fast path reads them.
 type recView struct {
 	recs []uint64 // stride 3
-	mask uint64
+	ring ring
 }
 
 // fastTries is how many times allowFast retries a CAS that another
@@ -137,8 +137,8 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64) bool {
 // find is the slot of hash h in v, read without the lock: it may miss a
 // key that a removal is shifting back.
 func (v *recView) find(h uint64) (int, bool) {
-	i := (h >> 2) & v.mask
-	for range v.mask + 1 {
+	i := v.ring.home(h)
+	for range v.ring.n {
 		w := atomic.LoadUint64(&v.recs[i*3])
 		if w&^flagBits == h {
 			return int(i), true
@@ -146,7 +146,7 @@ func (v *recView) find(h uint64) (int, bool) {
 		if w == 0 {
 			return 0, false
 		}
-		i = (i + 1) & v.mask
+		i = v.ring.next(i)
 	}
 	return 0, false
 }

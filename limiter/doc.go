@@ -46,7 +46,9 @@
 // counts (after the key's first request in the window). A new key, a
 // denial, a request that leaves the key spent, a new window and a scaled
 // request take the lock, and so does every SlidingLog decision (its state
-// is a ring of events, not a word).
+// is a ring of events, not a word). AllowInto decides into a caller's
+// Decision, and a caller that shows no quota (no RateLimit headers) can
+// ask it for none: the lock-free path then computes none.
 // When a shard is full, an idle key or one not used lately (CLOCK, a
 // constant-time approximation of LRU) is evicted. A shard is one open-addressing hash table whose slots are the keys'
 // records, hash and state words together, so a decision on a key not in

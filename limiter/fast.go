@@ -116,7 +116,8 @@ func (ub unitBucket) token(s *step, a uint64, now, w, n, cost int64) bool {
 	// nextUnit: taking the units left, one more fits a unit less what
 	// the tolerance has over them later
 	eff := ub.unit - (ub.limit - next - left*ub.unit)
-	*s = step{ok: true, a: uint64(now) + next, quota: newQuota(n, w, int64(left), int64(next), int64(eff))}
+	s.allowed(uint64(now)+next, 0)
+	s.quota.set(n, w, int64(left), int64(next), int64(eff))
 	return true
 }
 
@@ -136,6 +137,7 @@ func (ub unitBucket) leaky(s *step, a uint64, now, w, n, cost int64) bool {
 		q := ub.quo(ub.limit - next)
 		room, eff = int64(q)+1, ub.unit-(ub.limit-next-q*ub.unit)
 	}
-	*s = step{ok: true, a: uint64(now) + next, delay: int64(x), quota: newQuota(n, w, room, int64(next), int64(eff))}
+	s.allowed(uint64(now)+next, int64(x))
+	s.quota.set(n, w, room, int64(next), int64(eff))
 	return true
 }

@@ -94,7 +94,7 @@ func (l *Limiter) Config() Config { return l.plan.Load().cfg }
 // so. A cost of 0 or less takes nothing and is allowed unless the limit is
 // scaled to zero.
 func (l *Limiter) AllowAt(key string, now time.Time, cost int64) (d Decision) {
-	l.allow(&d, key, now, cost, 1)
+	l.allow(&d, key, now, cost, 1, true)
 	return d
 }
 
@@ -108,17 +108,35 @@ func (l *Limiter) Allow(key string, cost int64) Decision {
 // key's state is the same whatever the scale, so a key whose scale changes
 // keeps its counters.
 func (l *Limiter) AllowScaledAt(key string, now time.Time, cost int64, scale float64) (d Decision) {
-	l.allow(&d, key, now, cost, scale)
+	l.allow(&d, key, now, cost, scale, true)
 	return d
 }
 
-// allow is AllowScaledAt, deciding into *d.
-func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scale float64) {
+// AllowInto is AllowScaledAt deciding into *d instead of returning a
+// Decision: a caller that keeps one in its request's state (a handler)
+// spares the copy of a 288-byte value. It sets d's Allowed, Delay,
+// RetryAfter and Len, and Quotas[:Len]; entries past Len keep what they
+// held.
+//
+// With quotas false the caller will not read the quotas of an allowed
+// decision (a handler that sends no RateLimit headers): a decision that
+// the lock-free path makes (lockfree.go) then computes none and leaves Len
+// 0, so Binding means nothing. A denied decision, and an allowed one made
+// under the shard's lock, has its quotas whatever quotas says. What the
+// decision admits and takes is the same either way.
+func (l *Limiter) AllowInto(d *Decision, key string, now time.Time, cost int64, scale float64, quotas bool) {
+	d.Allowed, d.Delay, d.RetryAfter, d.Len = false, 0, 0, 0
+	l.allow(d, key, now, cost, scale, quotas)
+}
+
+// allow is AllowInto, deciding into *d, zero but for entries of Quotas
+// past those it sets.
+func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scale float64, quotas bool) {
 	p := l.plan.Load()
 	h := hashKey(l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
-	if s.table.cw != 0 && scale == 1 && allowFast(d, p, h, s, t, cost) {
+	if s.table.cw != 0 && scale == 1 && allowFast(d, p, h, s, t, cost, quotas) {
 		return
 	}
 	s.mu.Lock()

@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -99,6 +101,163 @@ func TestLockFreeMatchesLocked(t *testing.T) {
 			if a != b {
 				t.Fatalf("%s: request %d: lock-free %+v, locked %+v", algo, i, a, b)
 			}
+		}
+	}
+}
+
+// AllowInto decides as AllowAt does, with quotas or without, on the
+// lock-free path (one limit) and the locked one (two limits and a burst,
+// a sliding log), into a Decision that held another decision before: the
+// same Allowed, Delay and RetryAfter, and the same quotas where it sets
+// them. Without quotas, only an allowed decision may leave them out.
+func TestAllowIntoMatchesAllowAt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, algo := range allAlgorithms {
+		for _, two := range []bool{false, true} {
+			cfg := Config{Algorithm: algo, Limits: []Limit{{10, time.Second}}}
+			if algo == LeakyBucket {
+				if two {
+					continue // one limit, no burst bucket
+				}
+				cfg.Burst, cfg.MaxDelay = 9, time.Second
+			}
+			if two {
+				cfg.Limits = append(cfg.Limits, Limit{25, 5 * time.Second})
+				if algo != TokenBucket {
+					cfg.Burst = 4
+				}
+			}
+			ref, into := mustNew(t, cfg), mustNew(t, cfg)
+			var d Decision
+			for i := range d.Quotas {
+				d.Quotas[i] = Quota{Limit: -1, Remaining: -1} // what a previous decision left
+			}
+			d.Allowed, d.Delay, d.RetryAfter, d.Len = true, 1, 1, MaxLimits
+			elapsed := time.Duration(0)
+			lean := 0
+			for i := range 3000 {
+				elapsed += time.Duration(rng.Int64N(int64(80 * time.Millisecond)))
+				now := base.Add(elapsed)
+				key := "k" + strconv.Itoa(rng.IntN(3))
+				cost := int64(rng.IntN(4))
+				quotas := rng.IntN(2) == 0
+				want := ref.AllowAt(key, now, cost)
+				into.AllowInto(&d, key, now, cost, 1, quotas)
+				if d.Allowed != want.Allowed || d.Delay != want.Delay || d.RetryAfter != want.RetryAfter {
+					t.Fatalf("%s (two limits %v): request %d (quotas %v): %+v, AllowAt %+v", algo, two, i, quotas, d, want)
+				}
+				switch {
+				case d.Len == want.Len && slices.Equal(d.Quotas[:d.Len], want.Quotas[:want.Len]):
+				case d.Len == 0 && !quotas && d.Allowed:
+					lean++
+				default:
+					t.Fatalf("%s (two limits %v): request %d (quotas %v): quotas %d %+v, AllowAt %d %+v", algo, two, i, quotas, d.Len, d.Quotas, want.Len, want.Quotas)
+				}
+			}
+			if fast := !two && algo != SlidingLog; fast != (lean > 0) {
+				t.Errorf("%s (two limits %v): %d decisions without quotas", algo, two, lean)
+			}
+		}
+	}
+}
+
+// A hot key's decision into a caller's Decision allocates nothing, with
+// quotas or without.
+func TestAllowIntoAllocs(t *testing.T) {
+	for _, algo := range allAlgorithms {
+		l := mustNew(t, benchConfig(algo, 0))
+		var d Decision
+		for _, quotas := range []bool{false, true} {
+			if n := testing.AllocsPerRun(1000, func() { l.AllowInto(&d, "hot", base, 1, 1, quotas) }); n != 0 {
+				t.Errorf("%s (quotas %v): %v allocations a decision", algo, quotas, n)
+			}
+		}
+	}
+}
+
+// admit takes a request exactly when the algorithm's step takes it, leaves
+// the key a unit and keeps the other word (where the unit buckets apply),
+// with the same next state word and delay; the step run after, on the
+// same state, reports what admit decided. On random states, times and
+// costs, around the edges (a unit left, none, a previous count or none).
+func TestAdmitMatchesStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for i := range 400000 {
+		algo := []Algorithm{TokenBucket, LeakyBucket, SlidingWindow, FixedWindow}[i%4]
+		n := int64(1 + rng.IntN(20))
+		w := n * int64(time.Millisecond) * int64(1+rng.IntN(100))
+		cfg := Config{Algorithm: algo, Limits: []Limit{{n, time.Duration(w)}}}
+		if algo == LeakyBucket {
+			cfg.Burst, cfg.MaxDelay = rng.Int64N(n), time.Duration(rng.Int64N(2*w))
+		}
+		p, err := newPlan(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp := &p.limits[0]
+		now := base.UnixNano() + rng.Int64N(100*w)
+		cur := alignDown(now, w)
+		cost := 1 + rng.Int64N(n+1)
+		var other, x uint64
+		switch algo {
+		case TokenBucket, LeakyBucket:
+			x = uint64(now + rng.Int64N(3*w) - w)
+			if ub := lp.ub; ub.unit != 0 && rng.IntN(2) == 0 {
+				// within a ns of the edges: the request fits, leaves a unit
+				x = uint64(now + int64(ub.limit) - (cost+rng.Int64N(2))*int64(ub.unit) + rng.Int64N(3) - 1)
+			}
+			if rng.IntN(8) == 0 {
+				other = 1 // a fraction: not the unit bucket's
+			}
+		case FixedWindow, SlidingWindow:
+			other = uint64(cur)
+			if rng.IntN(8) == 0 {
+				other = uint64(cur - w) // a window past
+			}
+			x = uint64(rng.Int64N(n + 1))
+			if algo == SlidingWindow && rng.IntN(2) == 0 {
+				x |= uint64(rng.Int64N(n+1)) << 32
+			}
+		}
+		var st, ran, ref step
+		next, delay, didRun, ok := admit(&ran, p, lp, other, x, now, cur, cost)
+		// the locked path's step on the same words
+		words := []uint64{0, other, x} // windows: start, counts
+		if algo == TokenBucket || algo == LeakyBucket {
+			words = []uint64{0, x, other} // TAT, fraction
+		}
+		p.step(&ref, 0, words, nil, now, cost, 1)
+		want, keeps := ref.b, ref.a == other // the CAS word it leaves; the other word kept
+		if algo == TokenBucket || algo == LeakyBucket {
+			want, keeps = ref.a, ref.b == other
+		}
+		takes := ref.ok && keeps && ref.quota.Remaining > 0
+		if ok && (!takes || next != want || delay != ref.delay) {
+			t.Fatalf("case %d: %s %d per %d, other %#x x %#x now %d cost %d: admit %v next %#x delay %d; step %+v",
+				i, algo, n, w, other, x, now, cost, ok, next, delay, ref)
+		}
+		// admit decides wherever the lock-free path may: every window
+		// request that takes, a bucket's where the unit bucket applies
+		may := takes
+		switch algo {
+		case TokenBucket:
+			may = may && other == 0 && lp.ub.unit != 0 && cost <= lp.capacity
+		case LeakyBucket:
+			may = may && other == 0 && lp.ub.unit != 0 && cost <= n
+		}
+		if may != ok {
+			t.Fatalf("case %d: %s %d per %d, other %#x x %#x now %d cost %d: admit %v; step %+v",
+				i, algo, n, w, other, x, now, cost, ok, ref)
+		}
+		if !ok {
+			continue
+		}
+		fastStep(&st, p, lp, other, x, now, cur, cost)
+		if st != ref {
+			t.Fatalf("case %d: %s: the quota's step %+v, the locked path's %+v", i, algo, st, ref)
+		}
+		if didRun && ran != ref {
+			t.Fatalf("case %d: %s: admit's step %+v, the step %+v", i, algo, ran, ref)
 		}
 	}
 }

@@ -122,7 +122,8 @@ func ScaledCount(n int64, scale float64) int64 {
 // A cost of 0 is allowed (even if the key is over a limit that shrank) and
 // takes nothing; a cost above MaxCount is denied by every limit.
 //
-// It writes into *d, which must be zero: a Decision is large, and is not
+// It writes into *d, which must be zero but for Quotas, whose entries it
+// sets (the first Len) are overwritten: a Decision is large, and is not
 // copied on the way.
 func (p *plan) decide(d *Decision, words []uint64, logs []eventLog, now, cost int64, scale float64, take bool) {
 	d.Allowed, d.Len = true, len(p.limits)

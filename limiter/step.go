@@ -23,3 +23,20 @@ func newQuota(n, w, remaining, reset, effective int64) Quota {
 		Effective: time.Duration(max(effective, 1)),
 	}
 }
+
+// allowed sets s to an allowed step of state a (and b 0) and delay, its
+// quota left to set: field by field, not a composite literal, which the
+// compiler builds on the stack and copies (with 16-byte loads of 8-byte
+// stores, which stall). For the unit buckets' hot path.
+func (s *step) allowed(a uint64, delay int64) {
+	s.ok, s.a, s.b, s.retry, s.never, s.delay = true, a, 0, 0, false, delay
+}
+
+// set is *q = newQuota(...), field by field (see step.allowed).
+func (q *Quota) set(n, w, remaining, reset, effective int64) {
+	q.Limit = n
+	q.Window = time.Duration(w)
+	q.Remaining = max(remaining, 0)
+	q.Reset = time.Duration(max(reset, 0))
+	q.Effective = time.Duration(max(effective, 1))
+}

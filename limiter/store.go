@@ -32,7 +32,7 @@ type shard struct {
 	hand      int // CLOCK hand: the next slot it looks at
 	evictions uint64
 	limited   uint64   // evictions of spent keys, counted in evictions too
-	_         [48]byte // keeps neighbouring shards' locks off one cache line
+	_         [40]byte // keeps neighbouring shards' locks off one cache line
 }
 
 // insert makes room for a new key of hash h, by eviction if the shard is
@@ -49,9 +49,12 @@ func (s *shard) insert(h uint64, p *plan, now int64) int {
 // evict removes one key with the CLOCK hand: the first idle key it meets,
 // or the first not used since the hand last passed (clearing the marks of
 // those that were), passing over spent keys unless every key is spent.
+// The hand visits the slots in the order of the table's hop (handHop):
+// every slot once a turn, scattered over the table rather than in a row.
 // Nothing moves while the hand turns, so two turns always find one; the
-// removal may then shift records back past the hand, which will miss them
-// this turn (CLOCK is approximate).
+// removal may then shift records back into slots the hand has passed or
+// has yet to pass, so a turn may miss a record or see one twice (CLOCK is
+// approximate).
 //
 // Passing over a spent key costs a word read; in a shard of spent keys
 // and few others, an eviction may cost a turn of the hand
@@ -62,8 +65,13 @@ func (s *shard) evict(p *plan, now int64) {
 	spentToo := t.spent >= t.live
 	var buf [3]uint64
 	for range 2*n + 1 {
-		i := s.hand & (n - 1)
-		s.hand = i + 1
+		i := s.hand
+		if i >= n { // the table was smaller when the hand last moved
+			i %= n
+		}
+		if s.hand = i + t.hop; s.hand >= n {
+			s.hand -= n
+		}
 		w := t.record(i)
 		switch {
 		case w[0] == 0:

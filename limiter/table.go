@@ -7,12 +7,13 @@ import "sync/atomic"
 // state touch one cache line in the common case. A record is stride words:
 // word 0 is the key's hash with flagBits (0 marks an empty slot), then the
 // plan's state words. Keys are placed by linear probing from their home
-// slot, the table is at most 3/4 full and doubles when it would be more,
-// and a removal shifts back the records after it that would no longer be
+// slot, the table is at most 13/16 full and grows by a quarter of a power
+// of two when it would be more (16, 20, 24, 28, 32, 40, …: a table is 13/16
+// to 13/20 full after it grows, not 3/8 as after a doubling), and a removal shifts back the records after it that would no longer be
 // found (no tombstones pile up when keys come and go: a flood of new keys
 // evicts one key per request).
 //
-// Invariants: the number of slots is 0 or a power of two; every record lies
+// Invariants: the number of slots is 0 or one of those sizes; every record lies
 // on the probe path from its home, with no empty slot in between; every
 // word of an empty slot is 0 (but word cw of an atomic table's, which may
 // be frozenWord), and so are its event logs.
@@ -23,7 +24,7 @@ import "sync/atomic"
 type table struct {
 	// what a decision reads first, on the shard lock's cache line
 	recs   []uint64 // slot i: recs[i*stride:][:stride]
-	mask   uint64   // slots − 1; 0 while no slot is allocated
+	ring   ring     // the slots; n = 0 while none is allocated
 	stride int      // words a record
 	live   int      // records held
 	nlogs  int      // event logs a record
@@ -36,12 +37,87 @@ type table struct {
 	// swaps; 0: not atomic. View is its records for those readers.
 	cw   int
 	view atomic.Pointer[recView]
+
+	// hop is the CLOCK hand's step (store.go): the slot after slot i that
+	// the hand looks at is i+hop, cyclically. Set with the size.
+	hop int
 }
 
 // minSlots is the size of a table's first allocation. A shard's table
-// starts there and doubles as keys come, so a limiter bounded to many keys
+// starts there and grows as keys come, so a limiter bounded to many keys
 // but holding few costs little.
 const minSlots = 16
+
+// A table is at most maxLoadNum/maxLoadDen full. Linear probing at 13/16
+// reads about 3 slots to find a key and 15 to miss one (1 and 3 at 1/2).
+const maxLoadNum, maxLoadDen = 13, 16
+
+// grow is the size after n slots: minSlots, then n plus a quarter of the
+// power of two at or below n.
+func grow(n int) int {
+	if n < minSlots {
+		return minSlots
+	}
+	k := 1
+	for k*2 <= n {
+		k *= 2
+	}
+	return n + k/4
+}
+
+// ring is the slot arithmetic of a table of n slots (n > 0): where the
+// probe of a hash starts, the slot after a slot, how far one slot lies
+// after another. The low bits of a hash are flagBits' place, always 0, so
+// they are shifted out; a table of a power of two takes the hash's next
+// bits, another size the next 32 bits scaled to it (a multiplication, not
+// a division).
+type ring struct{ n uint64 }
+
+func (r ring) home(h uint64) uint64 {
+	if r.n&(r.n-1) == 0 {
+		return (h >> 2) & (r.n - 1)
+	}
+	return uint64(uint32(h>>2)) * r.n >> 32
+}
+
+func (r ring) next(i uint64) uint64 {
+	if i++; i == r.n {
+		return 0
+	}
+	return i
+}
+
+// handHop is the CLOCK hand's step in a table of n slots: about 5/8 of n,
+// odd and prime to n, so that n steps visit every slot once, in an order
+// that scatters the hand's removals over the table. A hand that stepped
+// one slot at a time left the slots it had just emptied behind it and the
+// oldest, fullest run of records ahead of it: at 13/16 full the table
+// filled up just ahead of the hand, where every removal then shifted back
+// a long run of records (BenchmarkNewKeysEvicting 5× slower, in
+// table.remove).
+func handHop(n int) int {
+	h := n*5/8 | 1
+	for gcd(h, n) != 1 {
+		h += 2
+	}
+	return h
+}
+
+// gcd is the greatest common divisor of a and b.
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// dist is how many slots to lies after from, cyclically.
+func (r ring) dist(from, to uint64) uint64 {
+	if to >= from {
+		return to - from
+	}
+	return to + r.n - from
+}
 
 // newTable is an empty table of records of stride words and nlogs event
 // logs. It allocates nothing until the first key.
@@ -54,12 +130,11 @@ func (t *table) slots() int {
 	if t.recs == nil {
 		return 0
 	}
-	return int(t.mask) + 1
+	return int(t.ring.n)
 }
 
-// home is the slot where the probe for hash h starts. The low bits of a
-// hash are flagBits' place, always 0, so they are shifted out.
-func (t *table) home(h uint64) uint64 { return (h >> 2) & t.mask }
+// home is the slot where the probe for hash h starts.
+func (t *table) home(h uint64) uint64 { return t.ring.home(h) }
 
 // find is the slot of the key whose hash is h (flagBits clear), if the table
 // holds it. It reads word 0 of each slot on the probe path, and stops at
@@ -68,7 +143,7 @@ func (t *table) find(h uint64) (int, bool) {
 	if t.live == 0 {
 		return 0, false
 	}
-	for i := t.home(h); ; i = (i + 1) & t.mask {
+	for i := t.home(h); ; i = t.ring.next(i) {
 		w := t.recs[int(i)*t.stride]
 		if w&^flagBits == h {
 			return int(i), true
@@ -95,11 +170,11 @@ func (t *table) logsAt(i int) []eventLog {
 }
 
 // add enters a new key of hash h (flagBits clear, not in the table) and
-// returns its slot, whose state words and logs are zero. It first doubles
-// the table if the key would make it more than 3/4 full.
+// returns its slot, whose state words and logs are zero. It first grows
+// the table if the key would make it more than 13/16 full.
 func (t *table) add(h uint64) int {
-	if 4*(t.live+1) > 3*t.slots() {
-		t.resize(max(minSlots, 2*t.slots()))
+	if maxLoadDen*(t.live+1) > maxLoadNum*t.slots() {
+		t.resize(grow(t.slots()))
 	}
 	i := t.emptySlot(h)
 	if t.cw != 0 {
@@ -116,21 +191,22 @@ func (t *table) add(h uint64) int {
 func (t *table) emptySlot(h uint64) int {
 	i := t.home(h)
 	for t.recs[int(i)*t.stride] != 0 {
-		i = (i + 1) & t.mask
+		i = t.ring.next(i)
 	}
 	return int(i)
 }
 
 // resize moves every record, with its logs, into a new table of n slots (a
-// power of two, above 4/3 of the records held).
+// size of grow's, above 16/13 of the records held).
 func (t *table) resize(n int) {
-	old := table{recs: t.recs, mask: t.mask, stride: t.stride, nlogs: t.nlogs, logs: t.logs}
+	old := table{recs: t.recs, ring: t.ring, stride: t.stride, nlogs: t.nlogs, logs: t.logs}
 	t.recs = make([]uint64, n*t.stride)
 	t.logs = nil
 	if t.nlogs > 0 {
 		t.logs = make([]eventLog, n*t.nlogs)
 	}
-	t.mask = uint64(n - 1)
+	t.ring = ring{uint64(n)}
+	t.hop = handHop(n)
 	for i := range old.slots() {
 		w := old.record(i)
 		if w[0] == 0 {
@@ -149,7 +225,7 @@ func (t *table) resize(n int) {
 		copy(t.logsAt(j), old.logsAt(i))
 	}
 	if t.cw != 0 {
-		t.view.Store(&recView{recs: t.recs, mask: t.mask})
+		t.view.Store(&recView{recs: t.recs, ring: t.ring})
 	}
 }
 
@@ -167,14 +243,14 @@ func (t *table) remove(i int) {
 		atomic.StoreUint64(&t.recs[i*3+t.cw], frozenWord)
 	}
 	hole := uint64(i)
-	for j := (hole + 1) & t.mask; ; j = (j + 1) & t.mask {
+	for j := t.ring.next(hole); ; j = t.ring.next(j) {
 		w := t.recs[int(j)*t.stride]
 		if w == 0 {
 			break
 		}
 		// the record at j may fill the hole if the hole lies cyclically
 		// between its home and j
-		if (j-t.home(w&^flagBits))&t.mask >= (j-hole)&t.mask {
+		if t.ring.dist(t.home(w&^flagBits), j) >= t.ring.dist(hole, j) {
 			t.move(int(j), int(hole))
 			hole = j
 		}

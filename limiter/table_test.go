@@ -1,7 +1,7 @@
 package limiter
 
 import (
-	"math/bits"
+	"slices"
 	"testing"
 	"time"
 )
@@ -10,8 +10,18 @@ import (
 // home of a table of up to 1<<8 slots; n tells apart hashes of the same home.
 func hashAt(home, n int) uint64 { return uint64(home|(n+1)<<8) << 2 }
 
-// checkTable checks the invariants of a table: a power of two of slots, at
-// most 3/4 full; every record reachable from its home, with no empty slot
+// grownSize is true for the sizes grow makes: 16, 20, 24, 28, 32, 40, …
+func grownSize(n int) bool {
+	for m := 0; m <= n; m = grow(m) {
+		if m == n {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTable checks the invariants of a table: a size of grow's, at most
+// 13/16 full; every record reachable from its home, with no empty slot
 // on the way, and no hash twice; every empty slot all zero, logs too.
 func checkTable(tb testing.TB, t *table) {
 	tb.Helper()
@@ -22,11 +32,11 @@ func checkTable(tb testing.TB, t *table) {
 		}
 		return
 	}
-	if bits.OnesCount(uint(n)) != 1 || len(t.recs) != n*t.stride || len(t.logs) != n*t.nlogs {
+	if !grownSize(n) || len(t.recs) != n*t.stride || len(t.logs) != n*t.nlogs {
 		tb.Fatalf("%d slots, %d words, %d logs (stride %d, %d logs)", n, len(t.recs), len(t.logs), t.stride, t.nlogs)
 	}
-	if 4*t.live > 3*n {
-		tb.Fatalf("%d live in %d slots: more than 3/4 full", t.live, n)
+	if maxLoadDen*t.live > maxLoadNum*n {
+		tb.Fatalf("%d live in %d slots: more than 13/16 full", t.live, n)
 	}
 	live, spent, seen := 0, 0, map[uint64]bool{}
 	for i := range n {
@@ -53,7 +63,7 @@ func checkTable(tb testing.TB, t *table) {
 			tb.Fatalf("hash %#x twice", h)
 		}
 		seen[h] = true
-		for j := t.home(h); j != uint64(i); j = (j + 1) & t.mask {
+		for j := t.home(h); j != uint64(i); j = t.ring.next(j) {
 			if t.recs[int(j)*t.stride] == 0 {
 				tb.Fatalf("slot %d (home %d): slot %d on the way is empty", i, t.home(h), j)
 			}
@@ -169,8 +179,8 @@ func TestTableGrowth(t *testing.T) {
 		}
 	}
 	checkTable(t, &tb)
-	if tb.slots() != 8192 { // 5000 > 3/4 of 4096
-		t.Fatalf("%d slots for 5000 keys, want 8192", tb.slots())
+	if tb.slots() != 7168 { // 5000 > 13/16 of 6144
+		t.Fatalf("%d slots for 5000 keys, want 7168", tb.slots())
 	}
 	for _, h := range hashes {
 		checkFilled(t, &tb, h)
@@ -217,6 +227,50 @@ func testShard(t *testing.T, cfg Config, capacity int) (*shard, *plan) {
 // busy gives a FixedWindow key one unit taken at now: it is not idle.
 func busy(w []uint64, now int64) { w[1], w[2] = uint64(now), 1 }
 
+// handPath is the slots that the hand visits in a turn of t from slot
+// from, in order: each slot once.
+func handPath(t *table, from int) []int {
+	path := []int{from}
+	for i := (from + t.hop) % t.slots(); i != from; i = (i + t.hop) % t.slots() {
+		path = append(path, i)
+	}
+	return path
+}
+
+// filled is the slots of path that hold a record.
+func filled(t *table, path []int) []int {
+	var f []int
+	for _, i := range path {
+		if t.record(i)[0] != 0 {
+			f = append(f, i)
+		}
+	}
+	return f
+}
+
+// The hand visits every slot once a turn, not in a row: the slots after
+// one slot are scattered over the table.
+func TestHandHop(t *testing.T) {
+	for n := 0; n <= 1<<14; n = grow(n) {
+		if n == 0 {
+			continue
+		}
+		tb := newTable(3, 0)
+		tb.resize(n)
+		path := handPath(&tb, 0)
+		seen := make([]bool, n)
+		for _, i := range path {
+			seen[i] = true
+		}
+		if len(path) != n || slices.Contains(seen, false) {
+			t.Fatalf("%d slots: a turn of %d steps visits some slots twice", n, len(path))
+		}
+		if n >= 64 && (tb.hop < n/2 || tb.hop > 3*n/4) {
+			t.Errorf("%d slots: a step of %d", n, tb.hop)
+		}
+	}
+}
+
 // The CLOCK hand evicts the first unreferenced key it meets, clearing the
 // marks of the referenced ones it passes; if all are referenced, it turns
 // once round clearing them and evicts on the second turn; an idle key goes
@@ -228,28 +282,30 @@ func TestShardEvictHand(t *testing.T) {
 	for k := range 8 {
 		busy(s.table.record(s.insert(hashAt(2*k, 0), p, now)), now)
 	}
-	for k := range 8 {
+	order := filled(&s.table, handPath(&s.table, 0)) // the records as the hand meets them
+	for k, i := range order {
 		if k != 3 {
-			s.table.record(2 * k)[0] |= refBit
+			s.table.record(i)[0] |= refBit
 		}
 	}
-	s.insert(hashAt(1, 1), p, now) // evicts the key at slot 6
+	victim := s.table.record(order[3])[0] &^ flagBits
+	s.insert(hashAt(1, 1), p, now) // evicts the fourth key the hand meets
 	checkTable(t, &s.table)
-	if slotOf(&s.table, hashAt(6, 0)) != -1 || s.evictions != 1 || s.table.live != 8 {
-		t.Fatalf("evicted %v, evictions %d, live %d", slotOf(&s.table, hashAt(6, 0)) == -1, s.evictions, s.table.live)
+	if slotOf(&s.table, victim) != -1 || s.evictions != 1 || s.table.live != 8 {
+		t.Fatalf("evicted %v, evictions %d, live %d", slotOf(&s.table, victim) == -1, s.evictions, s.table.live)
 	}
-	for _, k := range []int{0, 1, 2} {
-		if s.table.record(2 * k)[0]&refBit != 0 {
-			t.Errorf("slot %d: the hand passed, the mark stays", 2*k)
+	for _, i := range order[:3] {
+		if s.table.record(i)[0]&refBit != 0 {
+			t.Errorf("slot %d: the hand passed, the mark stays", i)
 		}
 	}
-	for _, k := range []int{4, 5, 6, 7} {
-		if s.table.record(2 * k)[0]&refBit == 0 {
-			t.Errorf("slot %d: the hand did not pass, the mark is gone", 2*k)
+	for _, i := range order[4:] {
+		if s.table.record(i)[0]&refBit == 0 {
+			t.Errorf("slot %d: the hand did not pass, the mark is gone", i)
 		}
 	}
-	if s.hand != 7 {
-		t.Fatalf("hand at %d, want 7", s.hand)
+	if want := (order[3] + s.table.hop) % s.table.slots(); s.hand != want {
+		t.Fatalf("hand at %d, want %d", s.hand, want)
 	}
 
 	// all referenced: a turn clears them all, the next evicts the first
@@ -260,12 +316,14 @@ func TestShardEvictHand(t *testing.T) {
 		w[0] |= refBit
 	}
 	s.hand = 5
+	order = filled(&s.table, handPath(&s.table, 5))
+	first := s.table.record(order[0])[0] &^ flagBits
 	s.insert(hashAt(0, 1), p, now)
 	checkTable(t, &s.table)
-	if slotOf(&s.table, hashAt(8, 0)) != -1 || s.evictions != 1 {
-		t.Fatalf("the key at slot 8 (the first after the hand) kept, or %d evictions", s.evictions)
+	if slotOf(&s.table, first) != -1 || s.evictions != 1 {
+		t.Fatalf("the first key after the hand (slot %d) kept, or %d evictions", order[0], s.evictions)
 	}
-	for i := 9; i < 16; i++ {
+	for i := range s.table.slots() {
 		if s.table.record(i)[0]&refBit != 0 {
 			t.Errorf("slot %d still marked", i)
 		}
@@ -280,12 +338,19 @@ func TestShardEvictHand(t *testing.T) {
 			busy(w, now)
 		}
 	}
+	order = filled(&s.table, handPath(&s.table, 0))
 	s.insert(hashAt(9, 0), p, now)
 	if slotOf(&s.table, hashAt(2, 0)) != -1 || s.table.live != 4 {
 		t.Fatal("the idle key stayed")
 	}
-	if s.table.record(0)[0]&refBit != 0 || s.table.record(3)[0]&refBit == 0 {
-		t.Fatal("the hand cleared the wrong marks")
+	at := slices.Index(order, 2)
+	for k, i := range order {
+		if i == 2 {
+			continue
+		}
+		if marked := s.table.record(i)[0]&refBit != 0; marked != (k > at) {
+			t.Errorf("slot %d: marked %v, the hand passed it %v", i, marked, k < at)
+		}
 	}
 }
 
@@ -336,6 +401,43 @@ func TestShardSweepMovesRecords(t *testing.T) {
 			} else if w := s.table.record(i); w[1] != uint64(now) || w[2] != 1 {
 				t.Fatalf("%s: key %d has the words %v", algo, k, w)
 			}
+		}
+	}
+}
+
+// Keys added and removed at random in tables whose size is not a power of
+// two (20, 24, 28 slots: homes scaled, probes wrapping at the last slot).
+func TestTableNotPowerOfTwo(t *testing.T) {
+	for _, keep := range []int{15, 18, 20} {
+		tb := newTable(3, 0)
+		rng := uint64(keep)
+		var held []uint64
+		for op := range 20000 {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			if len(held) < keep || rng>>63 == 0 && len(held) < keep+1 {
+				h := rng&^flagBits | 4
+				if _, ok := tb.find(h); ok {
+					continue
+				}
+				fill(&tb, tb.add(h))
+				held = append(held, h)
+			} else {
+				k := int(rng>>40) % len(held)
+				i, ok := tb.find(held[k])
+				if !ok {
+					t.Fatalf("keep %d, op %d: key %#x lost", keep, op, held[k])
+				}
+				tb.remove(i)
+				held[k] = held[len(held)-1]
+				held = held[:len(held)-1]
+			}
+			checkTable(t, &tb)
+		}
+		if n := tb.slots(); n&(n-1) == 0 {
+			t.Errorf("keep %d: %d slots, a power of two", keep, n)
+		}
+		for _, h := range held {
+			checkFilled(t, &tb, h)
 		}
 	}
 }

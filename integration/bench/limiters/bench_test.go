@@ -123,6 +123,26 @@ func BenchmarkHotKey(b *testing.B) {
 	}
 }
 
+// BenchmarkHotKey for edgelimit deciding by AllowAt, quotas computed (the
+// contenders of BenchmarkHotKey decide by AllowInto without them): the
+// cost of the quotas a RateLimit header shows.
+func BenchmarkQuotas(b *testing.B) {
+	for _, c := range edgelimitQuotaContenders() {
+		b.Run("HotKey/"+c.Name, func(b *testing.B) {
+			s := c.New(benchLimit, benchWindow, benchMaxKeys)
+			key := benchKey(benchKeys(), 0)
+			runParallel(b, func(pb *testing.PB) (denied int) {
+				for pb.Next() {
+					if !s.Allow(key, base) {
+						denied++
+					}
+				}
+				return denied
+			})
+		})
+	}
+}
+
 // 1,000,000 live keys, picked uniformly at random: cache misses are the
 // cost.
 func BenchmarkUniform1M(b *testing.B) {

@@ -6,11 +6,40 @@ import (
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
-// edgelimitStore is an edgelimit Limiter: one request costs 1.
+// edgelimitStore is an edgelimit Limiter: one request costs 1, decided
+// by AllowInto with quotas false, as a handler that sends no RateLimit
+// headers would call it: the peers report whether a request passes and
+// nothing more. What it admits is AllowAt's (TestAllowIntoMatchesAllowAt
+// in limiter/); edgelimitQuotaStore is AllowAt itself.
 type edgelimitStore struct{ l *limiter.Limiter }
 
 func (s edgelimitStore) Allow(key string, now time.Time) bool {
+	var d limiter.Decision
+	s.l.AllowInto(&d, key, now, 1, 1, false)
+	return d.Allowed
+}
+
+// edgelimitQuotaStore is an edgelimit Limiter decided by AllowAt: the
+// whole Decision, quotas included, returned by value (what the handler
+// calls to send RateLimit headers).
+type edgelimitQuotaStore struct{ l *limiter.Limiter }
+
+func (s edgelimitQuotaStore) Allow(key string, now time.Time) bool {
 	return s.l.AllowAt(key, now, 1).Allowed
+}
+
+// edgelimitQuotaContenders is edgelimitContenders deciding by AllowAt,
+// named "edgelimit-quotas/<algorithm>": for BenchmarkQuotas, not among
+// Contenders.
+func edgelimitQuotaContenders() []Contender {
+	cs := edgelimitContenders()
+	for i, c := range cs {
+		cs[i].Name = "edgelimit-quotas/" + c.Name[len("edgelimit/"):]
+		cs[i].New = func(limit int64, window time.Duration, maxKeys int) Store {
+			return edgelimitQuotaStore{c.New(limit, window, maxKeys).(edgelimitStore).l}
+		}
+	}
+	return cs
 }
 
 // edgelimitContenders is one contender per algorithm, named

@@ -17,14 +17,17 @@ import (
 // BenchmarkServeHTTP measures what the rate limit adds to a request: the
 // same chain with and without the handler, one rule keyed by client IP,
 // every request allowed; "with-geo" adds a geo_multiplier, the client's
-// country coming from a geoip database; "with-cluster-…" makes the rule
+// country coming from a geoip database; "with-headers-off" shows no
+// headers (no quotas computed); "with-cluster-…" makes the rule
 // shared by a cluster (a share looked up per request), for a key that is
 // cold or hot. Each request gets fresh vars, as
 // Caddy's server gives it, in every case.
 func BenchmarkServeHTTP(b *testing.B) {
 	rule := ruleconfig.Rule{Name: "api", Limits: []ruleconfig.Limit{{Count: 1 << 31, Window: 3600e9}}}
 	limited := chain(testHandler(b, testApp(), rule))
-	rule.Name, rule.GeoMultiplier = "geo", map[string]float64{"RU": 1.5, "US": 1, "default": 0.5}
+	rule.Name, rule.Headers = "quiet", ruleconfig.HeadersOff
+	quiet := chain(testHandler(b, testApp(), rule))
+	rule.Name, rule.Headers, rule.GeoMultiplier = "geo", "", map[string]float64{"RU": 1.5, "US": 1, "default": 0.5}
 	geoLimited := chain(testHandler(b, geoApp(b), rule))
 	// scope cluster in a cluster of 3: the key is cold (the cold share),
 	// or hot (tracked, its share set by the cluster)
@@ -39,7 +42,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
 		handler caddyhttp.Handler
-	}{{"without", ok}, {"with", limited}, {"with-geo", geoLimited}, {"with-cluster-cold-key", clustered}, {"with-cluster-hot-key", clusteredHot}} {
+	}{{"without", ok}, {"with", limited}, {"with-headers-off", quiet}, {"with-geo", geoLimited}, {"with-cluster-cold-key", clustered}, {"with-cluster-hot-key", clusteredHot}} {
 		b.Run(bc.name, func(b *testing.B) {
 			base := newRequest("5.255.255.7")
 			w := httptest.NewRecorder()

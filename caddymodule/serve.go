@@ -232,10 +232,13 @@ func (p *heldPlaces) release() {
 // decide decides a request at scale. A rule with scope cluster takes this
 // node's share of the key's limit, on top of the scale; the decision then
 // shows the key's global limits (at scale) and what remains of it on this
-// node. It returns the scale the limiter used, for a refund.
-func (ru *rule) decide(app *App, key string, now time.Time, cost int64, scale float64) (limiter.Decision, float64) {
+// node. It returns the scale the limiter used, for a refund. A rule that
+// shows no RateLimit headers has no use for an allowed request's quotas:
+// the limiter leaves them out where that saves work (a denial has them).
+func (ru *rule) decide(app *App, key string, now time.Time, cost int64, scale float64) (d limiter.Decision, _ float64) {
 	if !ru.clustered {
-		return ru.lim.AllowScaledAt(key, now, cost, scale), scale
+		ru.lim.AllowInto(&d, key, now, cost, scale, ru.ietf || ru.legacy)
+		return d, scale
 	}
 	sh := app.sharing()
 	if sh == nil { // the cluster node is not started yet: alone
@@ -243,7 +246,7 @@ func (ru *rule) decide(app *App, key string, now time.Time, cost int64, scale fl
 	}
 	limit := uint32(min(limiter.ScaledCount(ru.Limits[0].Count, scale), math.MaxUint32))
 	share, tracked := sh.Share(ru.hash, key, limit)
-	d := ru.lim.AllowScaledAt(key, now, cost, scale*share)
+	d = ru.lim.AllowScaledAt(key, now, cost, scale*share)
 	if q := d.Quotas[0]; !tracked && 2*q.Remaining <= q.Limit {
 		sh.Track(ru.hash, key, limit) // near its share here: follow it
 	}

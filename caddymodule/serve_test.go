@@ -217,3 +217,61 @@ func TestDenialWithoutErrorRoutes(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadersOffDecidesAlike: a rule that shows no headers decides its
+// allowed requests without their quotas (limiter.AllowInto), and admits
+// exactly what the same rule with headers does, each algorithm; its
+// denials still say Retry-After, and a later rule's denial still gives
+// back what it took.
+func TestHeadersOffDecidesAlike(t *testing.T) {
+	for _, algo := range []string{"sliding_window", "fixed_window", "token_bucket", "leaky_bucket", "sliding_log"} {
+		t.Run(algo, func(t *testing.T) {
+			off, on := hourly("off "+algo, 5), hourly("on "+algo, 5)
+			off.Headers, off.Algorithm, on.Algorithm = ruleconfig.HeadersOff, algo, algo
+			app := testApp()
+			hOff, hOn := chain(testHandler(t, app, off)), chain(testHandler(t, app, on))
+			request := func() *http.Request { // in a server without handle_errors: the 429 is written
+				r := newRequest("192.0.2.1")
+				return r.WithContext(context.WithValue(r.Context(), caddyhttp.ServerCtxKey, &caddyhttp.Server{}))
+			}
+			for i := range 7 {
+				wOff, wOn := httptest.NewRecorder(), httptest.NewRecorder()
+				if err := hOff.ServeHTTP(wOff, request()); err != nil {
+					t.Fatal(err)
+				}
+				if err := hOn.ServeHTTP(wOn, request()); err != nil {
+					t.Fatal(err)
+				}
+				want := http.StatusOK
+				if i >= 5 || algo == "leaky_bucket" && i >= 1 { // a leaky bucket paces: 1 now, no max_delay to wait
+					want = http.StatusTooManyRequests
+				}
+				if wOff.Code != want || wOn.Code != want {
+					t.Fatalf("request %d: %d with headers off, %d with them; want %d", i+1, wOff.Code, wOn.Code, want)
+				}
+				if got := wOff.Header().Get("RateLimit"); got != "" {
+					t.Errorf("request %d: RateLimit %q with headers off", i+1, got)
+				}
+				if want == http.StatusTooManyRequests && wOff.Header().Get("Retry-After") == "" {
+					t.Errorf("request %d: a denial without Retry-After", i+1)
+				}
+			}
+		})
+	}
+	wide := hourly("off wide", 10)
+	wide.Headers = ruleconfig.HeadersOff
+	app := testApp()
+	hw := testHandler(t, app, wide)
+	h := chain(hw, testHandler(t, app, hourly("off narrow", 2)))
+	var got [600]int
+	for range 5 {
+		got[status(t, h, newRequest("192.0.2.2"))]++
+	}
+	if got[200] != 2 || got[429] != 3 {
+		t.Fatalf("got %d×200 %d×429, want 2×200 3×429", got[200], got[429])
+	}
+	d := hw.rules[0].lim.PeekAt("192.0.2.2", time.Now(), 0)
+	if r := d.Quotas[0].Remaining; r != 8 {
+		t.Errorf("the wide rule keeps %d of 10, want 8: the 3 denied by the narrow one given back", r)
+	}
+}

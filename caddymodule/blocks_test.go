@@ -235,7 +235,9 @@ func TestAfterWriterKeepsInterfaces(t *testing.T) {
 // BenchmarkAbuse is what abuse response costs a request: a rule without
 // it ("plain", allowed), one with count_status (checked before, the
 // writer wrapped, charged after a matching status), a key denied by its
-// limits, and a key refused by a block.
+// limits (as an error for handle_errors routes, or "written": in a server
+// without them, where the handler writes the 429), and a key refused by a
+// block.
 func BenchmarkAbuse(b *testing.B) {
 	plain := hourly("plain", 1<<31)
 	counted := hourly("counted", 1<<31)
@@ -244,20 +246,25 @@ func BenchmarkAbuse(b *testing.B) {
 	blocked := hourly("blocked", 1)
 	blocked.BlockFor = []caddy.Duration{caddy.Duration(time.Hour)}
 	for _, bc := range []struct {
-		name string
-		rule ruleconfig.Rule
-		next caddyhttp.Handler
-		want int
+		name   string
+		rule   ruleconfig.Rule
+		next   caddyhttp.Handler
+		want   int
+		server *caddyhttp.Server // nil: outside a server (as with handle_errors: the denial is an error)
 	}{
-		{"plain", plain, ok, 200},
-		{"count_status-200", counted, ok, 200},
-		{"count_status-401", counted, answering(401, "", ""), 401},
-		{"denied", denied, ok, 429},
-		{"blocked", blocked, ok, 429},
+		{"plain", plain, ok, 200, nil},
+		{"count_status-200", counted, ok, 200, nil},
+		{"count_status-401", counted, answering(401, "", ""), 401, nil},
+		{"denied", denied, ok, 429, nil},
+		{"denied-written", denied, ok, 429, &caddyhttp.Server{}}, // no handle_errors: the handler writes the 429
+		{"blocked", blocked, ok, 429, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := abuseHandler(b, bc.rule)
 			base := newRequest("5.255.255.7")
+			if bc.server != nil {
+				base = base.WithContext(context.WithValue(base.Context(), caddyhttp.ServerCtxKey, bc.server))
+			}
 			h.ServeHTTP(httptest.NewRecorder(), base, bc.next) // takes the one unit
 			h.ServeHTTP(httptest.NewRecorder(), base, bc.next) // denied: starts the block
 			w := &statusWriter{header: http.Header{}}

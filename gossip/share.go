@@ -240,8 +240,17 @@ type keyState struct {
 	reports map[string]demandRec
 	elem    *list.Element
 
+	// selfPrev is this node's demand in its report before the last
+	// (units per second), selfAt when the last arrived: until RaiseDelay
+	// has passed, the others may not have the last one, and this node
+	// counts the lower of the two for itself.
+	selfPrev float64
+	selfAt   time.Time
+	hotAt    time.Time // when the key became hot here (the cold share caps it for RaiseDelay)
+
+	// While some node is silent, raises wait (settle).
 	applied    float64 // the share in force (−1: none yet)
-	pending    float64 // a raise waiting (0: none)
+	pending    float64 // a raise waiting
 	pendingAt  time.Time
 	hasPending bool
 }
@@ -261,13 +270,20 @@ type keyState struct {
 // entries of a node's latest report count (a key missing from it is a
 // demand of zero). Self is always live.
 //
-// Cuts apply at once; a raise applies once the target has stayed above the
-// share in force for RaiseDelay, and then to the lowest target seen
-// meanwhile. Every node computes the same targets from the same reports,
-// which reach them within a latency; waiting one interval lets the nodes
-// whose share the same reports cut apply the cut before this node takes
-// the room, so that the shares in force sum to at most 1 at all times when
-// the latency is below RaiseDelay.
+// Every node computes the same targets from the same reports, which reach
+// them within a latency. A node counts its own demand as the others know
+// it: for RaiseDelay after its report, the lower of that report's and the
+// one before. A raise that its own demand makes thus waits until the
+// others have heard it and cut; every other change (a cut, a raise that
+// the others' reports make: they cut first, in their own reports) applies
+// at once, so that the shares in force sum to at most 1 when the latency
+// is below RaiseDelay, and stay close to 1 under noisy demand (waiting on
+// every raise, and then taking the lowest target seen, made them sum to
+// 0.93–0.97 with three nodes at 7 requests an interval each, issue 23).
+// A key newly hot gets at most the cold share for RaiseDelay. While some
+// node is silent (partition, death), raises still wait RaiseDelay and take
+// the lowest target seen meanwhile: a window algorithm's silent nodes may
+// still admit on their window's count.
 type ShareTable struct {
 	cfg   TableConfig
 	nodes map[string]*nodeState
@@ -353,10 +369,11 @@ func (t *ShareTable) Observe(r Report, now time.Time) bool {
 	return t.observe(r, now, nil)
 }
 
-// observe is Observe, setting grew[i] (if grew is not nil) when entry i
-// raises its sender's demand or use of the key (or is new): only such an
-// entry can cut this node's share, which must then apply at once.
-func (t *ShareTable) observe(r Report, now time.Time, grew []bool) bool {
+// observe is Observe, setting changed[i] (if changed is not nil) when
+// entry i changes its sender's demand or use of the key (or is new): only
+// such an entry can change this node's share, a cut or a raise, which
+// applies at once.
+func (t *ShareTable) observe(r Report, now time.Time, changed []bool) bool {
 	t.liveAt = time.Time{}
 	ns := t.nodes[r.Node]
 	if ns == nil {
@@ -376,7 +393,7 @@ func (t *ShareTable) observe(r Report, now time.Time, grew []bool) bool {
 		id := KeyID{e.Rule, e.Key}
 		ks := t.keys[id]
 		if ks == nil {
-			ks = &keyState{id: id, reports: map[string]demandRec{}, applied: -1}
+			ks = &keyState{id: id, reports: map[string]demandRec{}, applied: -1, hotAt: now}
 			ks.elem = t.lru.PushFront(ks)
 			t.keys[id] = ks
 			for len(t.keys) > t.cfg.MaxKeys {
@@ -387,9 +404,15 @@ func (t *ShareTable) observe(r Report, now time.Time, grew []bool) bool {
 			t.lru.MoveToFront(ks.elem)
 		}
 		rec := demandRec{seq: r.Seq, rate: float64(e.Demand) / interval, cap: float64(e.Limit), used: float64(e.Admitted)}
-		if grew != nil {
-			old, ok := ks.reports[r.Node]
-			grew[i] = !ok || old.seq+1 < r.Seq || rec.rate > old.rate || rec.used > old.used || rec.cap != old.cap
+		old, ok := ks.reports[r.Node]
+		if changed != nil {
+			changed[i] = !ok || old.seq+1 < r.Seq || rec.rate != old.rate || rec.used != old.used || rec.cap != old.cap
+		}
+		if r.Node == t.cfg.Self && (!ok || old.seq != r.Seq) {
+			ks.selfPrev, ks.selfAt = 0, now
+			if ok && old.seq+1 == r.Seq {
+				ks.selfPrev = old.rate
+			}
 		}
 		ks.reports[r.Node] = rec
 	}
@@ -451,6 +474,7 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	demands := t.demands[:0]
 	defer func() { t.demands = demands[:0] }()
 	total, limit, current, silent := 0.0, 0.0, false, 0
+	known := 0.0      // total, with this node's demand as the others know it
 	othersUsed := 0.0 // the other nodes' use of the window in force
 	for _, name := range t.order {
 		ns := t.nodes[name]
@@ -473,6 +497,13 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 			delete(ks.reports, name)
 		}
 		total += d
+		if name == t.cfg.Self && now.Sub(ks.selfAt) < t.cfg.RaiseDelay {
+			// The others may not have this node's last report yet: a
+			// demand that grew counts once they have, so that they cut
+			// before this node raises.
+			d = min(d, ks.selfPrev)
+		}
+		known += d
 		demands = append(demands, NodeDemand{name, d})
 	}
 	capacity := limit / window.Seconds()
@@ -494,6 +525,12 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 			break
 		}
 	}
+	switch {
+	case known == 0: // this node's first report: the others know nothing yet
+		target = cold
+	case now.Sub(ks.hotAt) < t.cfg.RaiseDelay: // the others may still be at the cold share
+		target = min(target, cold)
+	}
 	// A window's count stays with the node that made it: a share that
 	// moves here must leave room for what the others used of the window
 	// in force, or the cluster admits up to 1.3×L in the window of a move
@@ -507,7 +544,8 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	}
 	if minority && t.cfg.OnPartition == FailClosed {
 		if silent > 0 {
-			return t.settle(ks, 0, now), true
+			ks.applied, ks.hasPending = 0, false
+			return 0, true
 		}
 		target *= float64(len(shares)) / float64(n)
 	}
@@ -529,7 +567,17 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 			target *= capped / (seen * f)
 		}
 	}
-	return min(t.settle(ks, target, now), room), true
+	if silent == 0 {
+		ks.applied, ks.hasPending = target, false
+	} else {
+		// A node went silent: a raise waits RaiseDelay, and then takes
+		// the lowest target seen meanwhile, for the reclaimed shares of
+		// a window algorithm's nodes still admitting on the other side of
+		// a partition (without it, a 4|6 partition admitted 1.15×L in a
+		// window with sliding_window).
+		target = t.settle(ks, target, now)
+	}
+	return min(target, room), true
 }
 
 // settle applies the raise delay: a cut at once, a raise after RaiseDelay.

@@ -253,7 +253,8 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 	n := scaled(lp.n, scale)
 	switch p.algo {
 	case SlidingWindow:
-		slidingWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
+		a, b := words[lp.word], words[lp.word+1]
+		slidingWindow(s, a, b, now, p.slidingCur(i, a, b, now), lp.w, n, cost)
 	case FixedWindow:
 		fixedWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
 	case SlidingLog:
@@ -339,7 +340,8 @@ func (p *plan) refund(words []uint64, logs []eventLog, now, cost int64, scale fl
 	for _, lp := range p.limits {
 		switch p.algo {
 		case SlidingWindow:
-			words[lp.word], words[lp.word+1] = refundSlidingWindow(words[lp.word], words[lp.word+1], now, lp.w, cost)
+			a := words[lp.word]
+			words[lp.word], words[lp.word+1] = refundSlidingWindow(a, words[lp.word+1], p.slidingTook(a, now, lp.w), lp.w, cost)
 		case FixedWindow:
 			words[lp.word], words[lp.word+1] = refundFixedWindow(words[lp.word], words[lp.word+1], now, lp.w, cost)
 		case SlidingLog:

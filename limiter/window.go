@@ -38,11 +38,12 @@ func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
 
 // slidingWindow estimates the units of the last w as
 // prev×(1−elapsed/w)+curr, from the counts of the current and the previous
-// epoch-aligned windows. State: a = the current window's start (ns),
-// b = prev<<32 | curr. The estimate is compared exactly, in w-ths of a
-// unit on 128 bits, so RetryAfter is exact for it: a request made
-// RetryAfter later passes, one made a nanosecond earlier does not. Cur is
-// alignDown(now, w).
+// windows: epoch-aligned, or under Config.Shares the key's own (keyWindow).
+// State: a = the current window's start (ns), b = prev<<32 | curr. The
+// estimate is compared exactly, in w-ths of a unit on 128 bits, so
+// RetryAfter is exact for it: a request made RetryAfter later passes, one
+// made a nanosecond earlier does not. Cur is alignDown(now, w), or
+// keyWindow's.
 func slidingWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 	start := int64(a)
 	if cur < start { // time went backwards: stay in the later window
@@ -129,11 +130,65 @@ func slidingRetry(now, cur, w, n, prev, curr, cost int64) int64 {
 	return max(next+e, 1)
 }
 
-// refundSlidingWindow gives back cost units taken in the window that holds
-// now (the decision's time): from the current count or, if the key has
-// since moved on one window, from the previous one.
-func refundSlidingWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
-	switch took := alignDown(now, w); int64(a) {
+// keyWindow is the start of the window in force at now of a sliding
+// window whose windows start at the key's first unit (anchored: under
+// Config.Shares), not at the epoch's multiples: a key has the window of
+// its state (a), the next one if it had units in it, or, with none in
+// the last window, starts anew at now, a window starting there.
+//
+// A sliding window counts a key's first window as spread over all of it:
+// where the windows are the epoch's, a key that starts f into a window and
+// takes N there can take N×f/w more in the first w from its start, as the
+// next window weighs those N as if some had been taken before the key
+// started (a cluster's new key admitted 1.23–1.26×L in its first second,
+// and a lone node 1.36×L, where f was 0.37 s of 1 s: issue 23). Anchored,
+// the first window is the key's first w, so no span of w from its start
+// admits more than N there, and the estimate is the seed formula's on the
+// key's own windows.
+func keyWindow(a, b uint64, now, w int64) int64 {
+	start := int64(a)
+	switch {
+	case now < start+w: // the key's window (or time went backwards: stay in it)
+		return start
+	case now < start+2*w && uint32(b) != 0: // the next: curr becomes prev
+		return start + w
+	}
+	return now
+}
+
+// slidingCur is the start of the window in force at now of limit i of a
+// sliding window, its state being a and b: the key's own (anchored,
+// keyWindow) under Config.Shares, else the epoch-aligned one.
+func (p *plan) slidingCur(i int, a, b uint64, now int64) int64 {
+	if p.shareW != 0 {
+		return keyWindow(a, b, now, p.limits[i].w)
+	}
+	return p.starts.at(i, now, p.limits[i].w)
+}
+
+// slidingTook is the start of the window that held now for a sliding
+// window's state a (of a decision made at about now): the epoch-aligned
+// window, or, anchored, the key's window if now falls in it or the one
+// before (the key has since moved on); else one that matches neither.
+func (p *plan) slidingTook(a uint64, now, w int64) int64 {
+	if p.shareW == 0 {
+		return alignDown(now, w)
+	}
+	switch start := int64(a); {
+	case now >= start && now < start+w:
+		return start
+	case now >= start-w && now < start:
+		return start - w
+	}
+	return math.MinInt64
+}
+
+// refundSlidingWindow gives back cost units taken in the window that
+// started at took (the one holding the decision's time, slidingTook):
+// from the current count or, if the key has since moved on one window,
+// from the previous one.
+func refundSlidingWindow(a, b uint64, took, w, cost int64) (uint64, uint64) {
+	switch int64(a) {
 	case took: // still the current count
 		curr := b & math.MaxUint32
 		return a, b&^math.MaxUint32 | (curr - min(curr, uint64(cost)))

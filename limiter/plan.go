@@ -253,8 +253,11 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 	n := scaled(lp.n, scale)
 	switch p.algo {
 	case SlidingWindow:
-		a, b := words[lp.word], words[lp.word+1]
-		slidingWindow(s, a, b, now, p.slidingCur(i, a, b, now), lp.w, n, cost)
+		if a, b := words[lp.word], words[lp.word+1]; p.shareW != 0 {
+			slidingShared(s, a, b, now, keyWindow(a, b, now, lp.w), lp.w, n, cost)
+		} else {
+			slidingWindow(s, a, b, now, p.starts.at(i, now, lp.w), lp.w, n, cost)
+		}
 	case FixedWindow:
 		fixedWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
 	case SlidingLog:

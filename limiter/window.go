@@ -38,13 +38,31 @@ func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
 
 // slidingWindow estimates the units of the last w as
 // prev×(1−elapsed/w)+curr, from the counts of the current and the previous
-// windows: epoch-aligned, or under Config.Shares the key's own (keyWindow).
-// State: a = the current window's start (ns), b = prev<<32 | curr. The
-// estimate is compared exactly, in w-ths of a unit on 128 bits, so
-// RetryAfter is exact for it: a request made RetryAfter later passes, one
-// made a nanosecond earlier does not. Cur is alignDown(now, w), or
-// keyWindow's.
+// epoch-aligned windows. State: a = the current window's start (ns),
+// b = prev<<32 | curr. The estimate is compared exactly, in w-ths of a
+// unit on 128 bits, so RetryAfter is exact for it: a request made
+// RetryAfter later passes, one made a nanosecond earlier does not. Cur is
+// alignDown(now, w).
 func slidingWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
+	slidingEstimate(s, a, b, now, cur, w, n, cost, 0)
+}
+
+// slidingShared is slidingWindow under Config.Shares: cur is the key's
+// own window's start (keyWindow), and the estimate is
+// ⌊prev×(1−elapsed/w)⌋+curr, prev's weighed part rounded down. Exact, a
+// window kept at its limit by requests at random admits n−1 a window,
+// not n: at the window's last request prev still weighs about half a
+// request's share of it, and the estimate leaves that unit unused (n =
+// 20, 2×n asked: 0.946×n a second; a node of five, each with a fifth of
+// L, loses 5% of L). Rounded down, it admits n, and any span of w at most
+// 2n (2n−1 exact) to a client bursting at an edge.
+func slidingShared(s *step, a, b uint64, now, cur, w, n, cost int64) {
+	slidingEstimate(s, a, b, now, cur, w, n, cost, w-1)
+}
+
+// slidingEstimate is slidingWindow where the estimate×w may reach
+// n×w+slack (slack < w: the estimate's fraction rounded down, if w−1).
+func slidingEstimate(s *step, a, b uint64, now, cur, w, n, cost, slack int64) {
 	start := int64(a)
 	if cur < start { // time went backwards: stay in the later window
 		cur = start
@@ -59,22 +77,27 @@ func slidingWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 	if prev == 0 && curr+cost <= n {
 		// nothing to weigh: the estimate is curr, and the request fits;
 		// taking the rest would make it n, and one more fits once curr's
-		// weight has fallen by a unit in the next window (slidingNext)
+		// weight has fallen by a unit in the next window (slidingNext;
+		// rounded down, 1 ns into it)
 		curr += cost
+		next := ceilDiv(w, n)
+		if slack != 0 {
+			next = 1
+		}
 		*s = step{ok: true, a: uint64(cur), b: uint64(curr),
-			quota: newQuota(n, w, n-curr, slidingReset(cur, w, now, 0, curr), cur+w-now+ceilDiv(w, n))}
+			quota: newQuota(n, w, n-curr, slidingReset(cur, w, now, 0, curr), cur+w-now+next)}
 		return
 	}
 	elapsed := max(now-cur, 0)
 	// used×w = prev×(w−elapsed) + curr×w
 	used := mul(uint64(prev), uint64(w-elapsed)).add(mul(uint64(curr), uint64(w)))
-	limit := mul(uint64(n), uint64(w))
+	limit := mul(uint64(n), uint64(w)).add(u128{0, uint64(slack)})
 	after := used.add(mul(uint64(cost), uint64(w)))
 	if limit.less(after) {
 		r := limit.sub(used).div(uint64(w))
 		*s = step{
-			quota: newQuota(n, w, r, slidingReset(cur, w, now, prev, curr), slidingNext(now, cur, w, n, prev, curr, r)),
-			retry: slidingRetry(now, cur, w, n, prev, curr, cost),
+			quota: newQuota(n, w, r, slidingReset(cur, w, now, prev, curr), slidingNext(now, cur, w, n, prev, curr, r, slack)),
+			retry: slidingRetry(now, cur, w, n, prev, curr, cost, slack),
 			never: cost > n,
 		}
 		return
@@ -85,15 +108,15 @@ func slidingWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 		ok:    true,
 		a:     uint64(cur),
 		b:     uint64(prev)<<32 | uint64(curr),
-		quota: newQuota(n, w, r, slidingReset(cur, w, now, prev, curr), slidingNext(now, cur, w, n, prev, curr, r)),
+		quota: newQuota(n, w, r, slidingReset(cur, w, now, prev, curr), slidingNext(now, cur, w, n, prev, curr, r, slack)),
 	}
 }
 
 // slidingNext is a sliding window's effective window: how long, if the
 // key took its r remaining units now, until one more would fit (as prev's
 // weight falls, or in the next window).
-func slidingNext(now, cur, w, n, prev, curr, r int64) int64 {
-	return slidingRetry(now, cur, w, n, prev, curr+r, 1)
+func slidingNext(now, cur, w, n, prev, curr, r, slack int64) int64 {
+	return slidingRetry(now, cur, w, n, prev, curr+r, 1, slack)
 }
 
 // slidingReset is how long until both windows' counts have aged out.
@@ -109,23 +132,23 @@ func slidingReset(cur, w, now, prev, curr int64) int64 {
 
 // slidingRetry is how long until cost units fit, if nothing else is taken:
 // later in this window as prev's weight falls, or in the next one, where
-// curr becomes the decaying previous count.
-func slidingRetry(now, cur, w, n, prev, curr, cost int64) int64 {
+// curr becomes the decaying previous count (slack as slidingEstimate's).
+func slidingRetry(now, cur, w, n, prev, curr, cost, slack int64) int64 {
 	if cost > n {
 		return w
 	}
 	room := n - cost // the request fits once the estimate is ≤ room
 	if curr <= room && prev > 0 {
-		// prev×(w−e) ≤ (room−curr)×w  ⇔  e ≥ w − ⌊(room−curr)×w/prev⌋
-		e := w - mul(uint64(room-curr), uint64(w)).div(uint64(prev))
+		// prev×(w−e) ≤ (room−curr)×w+slack  ⇔  e ≥ w − ⌊((room−curr)×w+slack)/prev⌋
+		e := w - mul(uint64(room-curr), uint64(w)).add(u128{0, uint64(slack)}).div(uint64(prev))
 		if e < w {
 			return max(cur+e-now, 1)
 		}
 	}
 	next := cur + w - now
 	var e int64
-	if curr > room { // curr×(w−e) ≤ room×w  ⇔  e ≥ w − ⌊room×w/curr⌋
-		e = w - mul(uint64(room), uint64(w)).div(uint64(curr))
+	if curr > room { // curr×(w−e) ≤ room×w+slack  ⇔  e ≥ w − ⌊(room×w+slack)/curr⌋
+		e = w - mul(uint64(room), uint64(w)).add(u128{0, uint64(slack)}).div(uint64(curr))
 	}
 	return max(next+e, 1)
 }

@@ -90,29 +90,22 @@ func TestPrintFleet(t *testing.T) {
 	}
 }
 
-// TestFleet: the targets of issue 23 on the fleet scenarios, seeds 1–3.
-// token_bucket: from the 3rd second every second within [0.85, 1.1]×L
-// (the target is ±10%: 5 nodes at 2×L dip to 0.87, the demand of a node
-// at 4 requests an interval being that noisy) and the median ≥ 0.93
-// (0.96–0.99 but 5 nodes at 2×L even with seed 2: 0.93), the first
-// seconds ≤ 1.1×L. sliding_window falls short: its medians are 0.90–0.98
-// (even traffic at 2×L the lowest), single seconds down to 0.84, and the
-// first second of a key admits up to 1.6×L, as a lone node's window does
-// where the key starts late in a window (the estimate counts the first
-// window's requests as spread over all of it: TestFleetLoneSlidingWindow).
+// TestFleet: the targets of issue 23 on the fleet scenarios, seeds 1–5,
+// both algorithms, 3 and 5 nodes, 2×L and 5×L: from the 3rd second (and
+// the 3rd after a shift) every second within ±10% of L and the median
+// within ±5%; the first two seconds of the key at most 1.1×L. Worst over
+// the 160 runs: token_bucket 0.91 in a second, medians ≥ 0.96, first
+// seconds ≤ 1.08; sliding_window 0.90, ≥ 0.96, ≤ 1.07 (5 nodes at 2×L
+// the lowest: 4 requests a node an interval).
 func TestFleet(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
+	for seed := uint64(1); seed <= 5; seed++ {
 		for _, nodes := range []int{3, 5} {
 			for _, algo := range []limiter.Algorithm{limiter.TokenBucket, limiter.SlidingWindow} {
 				for _, offered := range []float64{2, 5} {
 					for _, s := range fleetScenarios(nodes, algo, offered, seed) {
 						r := Run(s)
 						lo, hi, med := steady(r)
-						wantLo, wantMed, first := 0.85, 0.93, 1.1
-						if algo == limiter.SlidingWindow {
-							wantLo, wantMed, first = 0.8, 0.88, 1.65
-						}
-						if lo < wantLo || hi > 1.1 || med < wantMed || max(r.PerSecond[0], r.PerSecond[1]) > first {
+						if lo < 0.9 || hi > 1.1 || med < 0.95 || med > 1.05 || max(r.PerSecond[0], r.PerSecond[1]) > 1.1 {
 							t.Errorf("seed %d %s: %s; from 2s %.2f–%.2f, median %.2f", seed, s.Name, fmtSeconds(r.PerSecond), lo, hi, med)
 						}
 					}

@@ -91,7 +91,10 @@ func slidingEstimate(s *step, a, b uint64, now, cur, w, n, cost, slack int64) {
 	elapsed := max(now-cur, 0)
 	// used×w = prev×(w−elapsed) + curr×w
 	used := mul(uint64(prev), uint64(w-elapsed)).add(mul(uint64(curr), uint64(w)))
-	limit := mul(uint64(n), uint64(w)).add(u128{0, uint64(slack)})
+	limit := mul(uint64(n), uint64(w))
+	if slack != 0 {
+		limit = limit.add(u128{0, uint64(slack)})
+	}
 	after := used.add(mul(uint64(cost), uint64(w)))
 	if limit.less(after) {
 		r := limit.sub(used).div(uint64(w))

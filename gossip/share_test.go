@@ -252,6 +252,40 @@ func TestShareTablePartition(t *testing.T) {
 	}
 }
 
+// TestShareTableFailClosedHeal: a fail_closed minority that hears the
+// others again takes no share for two raise delays (100 ms each), the
+// time for them to hear it and cut; then its share at once.
+func TestShareTableFailClosedHeal(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	id := KeyID{1, 7}
+	tab := NewShareTable(TableConfig{Self: "a", ClusterSize: 3, OnPartition: FailClosed})
+	for i, n := range []string{"a", "b", "c"} {
+		tab.Observe(rep(n, 1, 500, 7), ms(0))
+		tab.Observe(rep(n, 2, 500, 7), ms(100+i))
+	}
+	even := DefaultFloor/3 + 0.98/3
+	if s, _ := tab.Share(id, time.Second, ms(250)); math.Abs(s-even) > 1e-9 {
+		t.Fatalf("before: %v, want %v", s, even)
+	}
+	// b and c silent for 2 s: a denies.
+	tab.Observe(rep("a", 3, 500, 7), ms(2000))
+	if s, _ := tab.Share(id, time.Second, ms(2000)); s != 0 {
+		t.Fatalf("cut off: %v, want 0", s)
+	}
+	// healed: b and c heard at 2.05 s
+	tab.Observe(rep("b", 3, 500, 7), ms(2050))
+	tab.Observe(rep("c", 3, 500, 7), ms(2050))
+	for _, at := range []int{2050, 2100, 2249} {
+		if s, _ := tab.Share(id, time.Second, ms(at)); s != 0 {
+			t.Fatalf("at %d ms, healed: %v, want 0 for 200 ms", at, s)
+		}
+	}
+	if s, _ := tab.Share(id, time.Second, ms(2251)); math.Abs(s-even) > 1e-9 {
+		t.Fatalf("at 2251 ms: %v, want %v", s, even)
+	}
+}
+
 // A node that sees exactly half the cluster keeps its local share: the
 // other half is no majority either, so it does not reclaim.
 func TestShareTableHalfLocalShare(t *testing.T) {

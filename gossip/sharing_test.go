@@ -614,9 +614,10 @@ func TestSharingForgetsIdleKeys(t *testing.T) {
 			}
 			n.sh.Tick(sharingAt(time.Duration(11+idle) * sharingInterval))
 		}
-		// 4 smoothed over ten intervals is about 3.6; it decays by 20% an
-		// interval and counts as 0 below 0.5: nine idle intervals.
-		if idle < 2 || idle > 12 {
+		// 4 an interval from the first (a key's first interval is its
+		// smoothed demand): it decays by 10% an interval (rateSmoothing)
+		// and counts as 0 below 0.5 with none asked: 4×0.9^20 < 0.5.
+		if idle != 20 {
 			t.Fatalf("forgotten after %d idle intervals", idle)
 		}
 		if share, tracked := n.sh.Share(sharingRuleID, "k", sharingLimit); tracked || !sharingNear(share, 0.11) {

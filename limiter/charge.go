@@ -121,7 +121,7 @@ func (p *plan) charge(words []uint64, logs []eventLog, now, cost int64, scale fl
 			}
 			*a, *b = uint64(cur), min(*b+uint64(cost), MaxCount)
 		case SlidingWindow:
-			*a, *b = chargeSliding(*a, *b, p.starts.at(i, now, lp.w), lp.w, cost)
+			*a, *b = chargeSliding(*a, *b, p.slidingCur(i, *a, *b, now), lp.w, cost)
 		case TokenBucket:
 			chargeBucket(a, b, now, lp.w, scaled(lp.n, scale), scaled(lp.capacity, scale), true, cost)
 		case LeakyBucket:

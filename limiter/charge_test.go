@@ -51,6 +51,12 @@ func TestChargeStepTables(t *testing.T) {
 		{name: "sliding_window", cfg: Config{Algorithm: SlidingWindow, Limits: ten}, setup: func(l *Limiter) {
 			l.ChargeAt("k", base.Add(2*s1), 15)
 		}, next: 14 * s1},
+		// shared (its windows the key's own, prev's part rounded down): 15
+		// charged at 2s, in the key's next window [12s, 22s)
+		// ⌊15×(1−e/10s)⌋+1 ≤ 10 once e > 3.33…s
+		{name: "sliding_window shared", cfg: Config{Algorithm: SlidingWindow, Limits: ten, Shares: true}, setup: func(l *Limiter) {
+			l.ChargeAt("k", base.Add(2*s1), 15)
+		}, next: 12*s1 + 3333333334*ns},
 		// 10 taken at 0, 5 charged at 1s: the first event leaves at 10s, leaving 5
 		{name: "sliding_log", cfg: Config{Algorithm: SlidingLog, Limits: ten}, setup: func(l *Limiter) {
 			l.AllowAt("k", base, 10)

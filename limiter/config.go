@@ -71,7 +71,11 @@ type Config struct {
 	MaxKeys int
 	// Shares keeps, per key, a share of the limit and a demand counter, for
 	// a cluster that divides a global limit between nodes (see SetShare).
-	// It costs 8 bytes per key. Default: off.
+	// It costs 8 bytes per key. Under it, a SlidingWindow's windows start
+	// at each key's first unit rather than at the epoch's multiples (so a
+	// key's first w admits at most its share of N, wherever it starts),
+	// a TokenBucket holds at least min(capacity, MinShareDepth) units, and
+	// no request takes the lock-free path. Default: off.
 	Shares bool
 }
 

@@ -6,7 +6,9 @@
 //
 //   - SlidingWindow (the default): two counters per key, the current and the
 //     previous window; the count in force is prev×(1−elapsed/W)+curr. O(1)
-//     memory, approximate (the error is measured in the tests).
+//     memory, approximate (the error is measured in the tests). Windows are
+//     aligned to the Unix epoch, but under Config.Shares, where each key's
+//     windows start at its first unit (keyWindow, window.go).
 //   - FixedWindow: one counter per window, windows aligned to the Unix epoch
 //     so that every node of a cluster agrees on where they start. Exact per
 //     window; a client can pass 2N across a window edge.

@@ -254,7 +254,11 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 	n := scaled(lp.n, scale)
 	switch p.algo {
 	case SlidingWindow:
-		slidingWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
+		if a, b := words[lp.word], words[lp.word+1]; p.shareW != 0 {
+			slidingShared(s, a, b, now, keyWindow(a, b, now, lp.w), lp.w, n, cost)
+		} else {
+			slidingWindow(s, a, b, now, p.starts.at(i, now, lp.w), lp.w, n, cost)
+		}
 	case FixedWindow:
 		fixedWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
 	case SlidingLog:
@@ -264,7 +268,7 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 			lp.ub.token(s, words[lp.word], now, lp.w, n, cost) {
 			return
 		}
-		tokenBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, scaled(lp.capacity, scale), cost, scale != 1)
+		tokenBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, p.depth(lp.capacity, scale), cost, scale != 1)
 	case LeakyBucket:
 		depth := int64(0)
 		if lp.capacity > 0 {
@@ -283,12 +287,12 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 func (p *plan) atMostFull(words []uint64, now int64, scale float64) {
 	if p.algo == TokenBucket {
 		for _, lp := range p.limits {
-			atMostFull(&words[lp.word], &words[lp.word+1], now, lp.w, scaled(lp.n, scale), scaled(lp.capacity, scale))
+			atMostFull(&words[lp.word], &words[lp.word+1], now, lp.w, scaled(lp.n, scale), p.depth(lp.capacity, scale))
 		}
 	}
 	if p.burstW != 0 {
 		lp := &p.limits[p.burstAt]
-		atMostFull(&words[p.burstW], &words[p.burstW+1], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale))
+		atMostFull(&words[p.burstW], &words[p.burstW+1], now, lp.w, scaled(lp.n, scale), p.depth(p.cfg.Burst, scale))
 	}
 }
 
@@ -296,7 +300,28 @@ func (p *plan) atMostFull(words []uint64, now int64, scale float64) {
 // nothing.
 func (p *plan) burstStep(s *step, words []uint64, now, cost int64, scale float64) {
 	lp := &p.limits[p.burstAt]
-	tokenBucket(s, words[p.burstW], words[p.burstW+1], now, lp.w, scaled(lp.n, scale), scaled(p.cfg.Burst, scale), cost, scale != 1)
+	tokenBucket(s, words[p.burstW], words[p.burstW+1], now, lp.w, scaled(lp.n, scale), p.depth(p.cfg.Burst, scale), cost, scale != 1)
+}
+
+// MinShareDepth is the fewest units a token bucket of capacity c holds
+// under a cluster share (Config.Shares), unless c itself is smaller.
+// A share scales a bucket's rate and its capacity: a node whose share is
+// a tenth of L=100 with a burst of 10 would hold one token, and a bucket
+// of one token refilled at r and asked at 2r admits 2r/3 when requests
+// come at random (it stays full, wasting its refill, until the next
+// request). Three tokens keep what such a node admits within a few
+// percent of its share, for at most 3 units per node above the burst.
+const MinShareDepth = 3
+
+// depth is a token bucket's capacity c at scale: c scaled and, under
+// Config.Shares (whose scale holds the share, given to AllowScaledAt or
+// set by SetShareAt), at least min(c, MinShareDepth).
+func (p *plan) depth(c int64, scale float64) int64 {
+	d := scaled(c, scale)
+	if p.shareW != 0 {
+		d = max(d, min(c, MinShareDepth))
+	}
+	return d
 }
 
 // blocked is the decision for a limit scaled to zero: nothing passes.
@@ -319,7 +344,8 @@ func (p *plan) refund(words []uint64, logs []eventLog, now, cost int64, scale fl
 	for _, lp := range p.limits {
 		switch p.algo {
 		case SlidingWindow:
-			words[lp.word], words[lp.word+1] = refundSlidingWindow(words[lp.word], words[lp.word+1], now, lp.w, cost)
+			a := words[lp.word]
+			words[lp.word], words[lp.word+1] = refundSlidingWindow(a, words[lp.word+1], p.slidingTook(a, now, lp.w), lp.w, cost)
 		case FixedWindow:
 			words[lp.word], words[lp.word+1] = refundFixedWindow(words[lp.word], words[lp.word+1], now, lp.w, cost)
 		case SlidingLog:

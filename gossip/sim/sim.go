@@ -62,6 +62,27 @@ type Scenario struct {
 	// Interval is the sync interval. Default 100ms.
 	Interval time.Duration
 
+	// Weights, if set, is each node's part of the traffic (any scale; the
+	// nodes past its end get none), instead of Dist.
+	Weights []float64
+	// ShiftAt: if set, the traffic is split by ShiftTo from then on.
+	ShiftAt time.Duration
+	ShiftTo []float64
+
+	// Paced: the traffic is one client's, as the integration tests send
+	// it: requests evenly spaced at the offered rate, each to a node drawn
+	// at random by weight. Default: each node gets a Poisson stream of its
+	// part of the rate.
+	Paced bool
+	// RandomTicks: each node ticks at a random phase of the interval, as
+	// real nodes' timers do. Default: the nodes' ticks are evenly
+	// staggered over the interval.
+	RandomTicks bool
+	// Start is where in the limiters' epoch-aligned windows (1 s) the run
+	// starts, as a real key's first request falls anywhere in a window.
+	// Default 0: on a window's start.
+	Start time.Duration
+
 	// MoveAt: if set, all the traffic moves to node 1 at that time (from
 	// wherever Dist put it).
 	MoveAt time.Duration
@@ -169,6 +190,9 @@ var epoch = time.Unix(1_700_000_000, 0)
 
 func at(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
 
+// at is the time ns into the run, which starts Scenario.Start into a window.
+func (sm *sim) at(ns int64) time.Time { return at(int64(sm.s.Start) + ns) }
+
 // Run runs s.
 func Run(s Scenario) Result {
 	s.defaults()
@@ -213,16 +237,20 @@ func Run(s Scenario) Result {
 func (sm *sim) weights(t time.Duration) []float64 {
 	s := sm.s
 	w := make([]float64, s.Nodes)
-	switch s.Dist {
-	case Even:
+	switch split := s.Weights; {
+	case s.ShiftAt > 0 && t >= s.ShiftAt:
+		copy(w, s.ShiftTo)
+	case split != nil:
+		copy(w, split)
+	case s.Dist == Even:
 		for i := range w {
 			w[i] = 1
 		}
-	case Zipf:
+	case s.Dist == Zipf:
 		for i := range w {
 			w[i] = 1 / float64(i+1)
 		}
-	case One:
+	case s.Dist == One:
 		w[0] = 1
 	}
 	if s.MoveAt > 0 && t >= s.MoveAt {
@@ -275,6 +303,17 @@ func (sm *sim) poisson(mean float64) int {
 	}
 }
 
+// pick draws a node by weight (w sums to 1).
+func (sm *sim) pick(w []float64) int {
+	x := sm.rng.Float64()
+	for i, p := range w {
+		if x -= p; x < 0 {
+			return i
+		}
+	}
+	return len(w) - 1
+}
+
 func (sm *sim) partitioned(a, b int, t time.Duration) bool {
 	s := sm.s
 	if s.PartitionAt == 0 || t < s.PartitionAt || s.HealAt > 0 && t >= s.HealAt {
@@ -285,7 +324,7 @@ func (sm *sim) partitioned(a, b int, t time.Duration) bool {
 
 func (sm *sim) tick(i int, now int64) {
 	n := sm.nodes[i]
-	r := n.share.Tick(at(now))
+	r := n.share.Tick(sm.at(now))
 	sm.reports++
 	sm.entries += int64(len(r.Entries))
 	for j, m := range sm.nodes {
@@ -311,6 +350,15 @@ func (sm *sim) run() Result {
 	asked := make([]int64, steps)
 	topKey := make([]int64, s.Seconds)
 	rate := s.Offered * float64(s.Limit) // units per second over the cluster
+	phase := make([]int64, s.Nodes)      // each node ticks when step%interval is its phase
+	for i := range phase {
+		phase[i] = int64(i) * interval / int64(s.Nodes)
+		if s.RandomTicks {
+			phase[i] = sm.rng.Int64N(interval)
+		}
+	}
+	arrivals := make([][]int64, s.Nodes) // this step's requests on each node (ns)
+	sent := 0.0                          // Paced: requests sent so far
 	var w []float64
 	for step := range steps {
 		now := step * ms
@@ -327,18 +375,32 @@ func (sm *sim) run() Result {
 			if n.dead {
 				continue
 			}
-			n.share.Observe(m.v.r, at(m.at))
+			n.share.Observe(m.v.r, sm.at(m.at))
+		}
+		for i := range arrivals {
+			arrivals[i] = arrivals[i][:0]
+		}
+		if s.Paced {
+			for due := rate * float64(step+1) / 1000; sent+1 <= due; sent++ {
+				when := int64(sent / rate * 1e9)
+				i := sm.pick(w)
+				arrivals[i] = append(arrivals[i], when)
+			}
 		}
 		for i, n := range sm.nodes {
 			if n.dead {
 				continue
 			}
-			if (step-int64(i)*interval/int64(s.Nodes))%interval == 0 {
+			if (step-phase[i])%interval == 0 {
 				sm.tick(i, now)
 			}
-			k := sm.poisson(rate * w[i] / 1000)
-			for j := range k {
-				when := now + int64(j)*ms/int64(k)
+			if !s.Paced { // drawn here, after the tick: the random sequence of the tables in BENCHMARKS.md
+				k := sm.poisson(rate * w[i] / 1000)
+				for j := range k {
+					arrivals[i] = append(arrivals[i], now+int64(j)*ms/int64(k))
+				}
+			}
+			for _, when := range arrivals[i] {
 				key := uint64(0)
 				if sm.zipf != nil {
 					key = sm.zipf.Uint64()
@@ -346,7 +408,7 @@ func (sm *sim) run() Result {
 				name := sm.names[key]
 				share, tracked := n.share.Share(rule, name, uint32(s.Limit))
 				asked[step]++
-				d := n.lim.AllowScaledAt(name, at(when), 1, share)
+				d := n.lim.AllowScaledAt(name, sm.at(when), 1, share)
 				if q := d.Quotas[0]; !tracked && 2*q.Remaining <= q.Limit {
 					n.share.Track(rule, name, uint32(s.Limit))
 				}

@@ -120,7 +120,8 @@ func slidingScenarios() []Scenario {
 }
 
 // TestScenariosSlidingWindow: with sliding_window, no 1 s window above
-// 1.1×L (but under fail_open), and at least 0.9×L every second in steady
+// 1.1×L (1.12 across a partition's start, 1.15 across its heal; none
+// under fail_open), and at least 0.9×L every second in steady
 // state. A sliding window's estimate of the last window assumes its
 // requests came evenly: a node whose share rose mid-window under-counts
 // and admits a little more at the next window's start; and a share that
@@ -129,6 +130,14 @@ func TestScenariosSlidingWindow(t *testing.T) {
 	for _, s := range slidingScenarios() {
 		r := Run(s)
 		from, most := 1, 1.1
+		if s.PartitionAt > 0 {
+			// the 1 s window across the partition's start admits up to
+			// 1.11×L (1.09 before issue 23's changes: a shared window's
+			// prev rounded down lets each of the 10 nodes one unit more
+			// a window, and the smoother demand keeps the minority's
+			// shares a little higher while their reports expire)
+			most = 1.12
+		}
 		if s.KillAt > 0 {
 			from = int(s.KillAt/time.Second) + 2
 		}

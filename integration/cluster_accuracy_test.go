@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -128,31 +126,9 @@ func pickWeighted(rng *rand.Rand, w []float64, n int) int {
 // rate when the nodes or the machine fall behind).
 func accuracyLoad(t *testing.T, path, key string, seconds, rate int, pick func(since time.Duration) *caddyProc) (admitted, sent []int) {
 	t.Helper()
-	admitted, sent = make([]int, seconds), make([]int, seconds)
-	var mu sync.Mutex
-	var failed error
-	work := make(chan time.Duration, rate)
-	var wg sync.WaitGroup
-	for range max(24, rate/16) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for since := range work {
-				code, _, err := pick(since).rawGet(context.Background(), path, "X-Api-Key", key)
-				mu.Lock()
-				switch sec := int(since / time.Second); {
-				case err != nil:
-					failed = err
-				case code == http.StatusOK && sec < seconds:
-					admitted[sec]++
-				case code != http.StatusTooManyRequests && code != http.StatusOK:
-					failed = fmt.Errorf("status %d", code)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	sent = make([]int, seconds)
 	start := time.Now()
+	work, done := fleetSenders(max(24, rate/16), rate, start, path, key, seconds, false, pick)
 	gap := time.Second / time.Duration(rate)
 	tick := time.NewTicker(5 * time.Millisecond)
 	due := 0
@@ -172,9 +148,5 @@ func accuracyLoad(t *testing.T, path, key string, seconds, rate int, pick func(s
 	}
 	tick.Stop()
 	close(work)
-	wg.Wait()
-	if failed != nil {
-		t.Fatalf("load: %v", failed)
-	}
-	return admitted, sent
+	return done(t), sent
 }

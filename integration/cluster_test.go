@@ -128,20 +128,45 @@ func loadPath(t *testing.T, path string, seconds int, pick func(since time.Durat
 // came (a request held by a paused node counts when it is answered).
 func loadCounted(t *testing.T, path string, seconds int, byCompletion bool, pick func(since time.Duration) *caddyProc) []int {
 	t.Helper()
+	start := time.Now()
+	work, done := fleetSenders(16, clusterOffered, start, path, "fleet-key", seconds, byCompletion, pick)
+	// 10 requests every 25 ms: clusterOffered per second, spread evenly
+	tick := time.NewTicker(25 * time.Millisecond)
+	for now := range tick.C {
+		if now.Sub(start) >= time.Duration(seconds)*time.Second {
+			break
+		}
+		for range clusterOffered / 40 {
+			select {
+			case work <- now.Sub(start):
+			default: // the nodes fall behind: offered less
+			}
+		}
+	}
+	tick.Stop()
+	close(work)
+	return done(t)
+}
+
+// fleetSenders sends each request put on work (its time since start) of
+// key on path to the node pick names, from n goroutines (work holds up to
+// buffer waiting), and counts the 200s in the second each was sent in, or
+// if byCompletion, answered in. Close work, then done waits for the
+// answers, fails t on a transport error or a status other than 200 and
+// 429, and returns the counts of the first seconds.
+func fleetSenders(n, buffer int, start time.Time, path, key string, seconds int, byCompletion bool, pick func(since time.Duration) *caddyProc) (chan<- time.Duration, func(*testing.T) []int) {
 	admitted := make([]int, seconds)
 	var mu sync.Mutex
 	var failed error
-	work := make(chan time.Time, clusterOffered)
+	work := make(chan time.Duration, buffer)
 	var wg sync.WaitGroup
-	start := time.Now()
-	for range 16 {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for sent := range work {
-				p := pick(sent.Sub(start))
-				code, _, err := p.rawGet(context.Background(), path, "X-Api-Key", "fleet-key")
-				sec := int(sent.Sub(start) / time.Second)
+			for since := range work {
+				code, _, err := pick(since).rawGet(context.Background(), path, "X-Api-Key", key)
+				sec := int(since / time.Second)
 				if byCompletion {
 					sec = int(time.Since(start) / time.Second)
 				}
@@ -158,26 +183,14 @@ func loadCounted(t *testing.T, path string, seconds int, byCompletion bool, pick
 			}
 		}()
 	}
-	// 10 requests every 25 ms: clusterOffered per second, spread evenly
-	tick := time.NewTicker(25 * time.Millisecond)
-	for now := range tick.C {
-		if now.Sub(start) >= time.Duration(seconds)*time.Second {
-			break
+	return work, func(t *testing.T) []int {
+		t.Helper()
+		wg.Wait()
+		if failed != nil {
+			t.Fatalf("load: %v", failed)
 		}
-		for range clusterOffered / 40 {
-			select {
-			case work <- now:
-			default: // the nodes fall behind: offered less
-			}
-		}
+		return admitted
 	}
-	tick.Stop()
-	close(work)
-	wg.Wait()
-	if failed != nil {
-		t.Fatalf("load: %v", failed)
-	}
-	return admitted
 }
 
 // alternate picks nodes[0] and nodes[1] in turn, as a round-robin load

@@ -136,9 +136,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// hasCountries is true if the app can tell a client's country.
-func (a *App) hasCountries() bool { return a.geo != nil }
-
 // geoDB is the geoip database in force, or nil.
 func (a *App) geoDB() *geo.DB {
 	if a.geo == nil {

@@ -16,8 +16,6 @@ import (
 	"github.com/edgebyte/edgelimit/internal/clusternode"
 )
 
-const testKey = "c2VjcmV0LWtleS1mb3ItdGVzdHMtMzItYnl0ZXMhISE=" // 32 bytes
-
 // clusterApp is an app whose cluster node is a Sharing alone (no
 // membership), in a cluster of size nodes.
 func clusterApp(size int) (*App, *gossip.Sharing) {

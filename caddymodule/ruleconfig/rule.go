@@ -3,6 +3,7 @@ package ruleconfig
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -246,6 +247,34 @@ const (
 	MissingDeny = "deny"
 )
 
+// words are the values of the fields that take one of a few words, by
+// field (subdirective), and how an error lists them.
+var words = map[string]struct {
+	ok   []string
+	want string
+}{
+	"on_missing_key": {[]string{MissingSkip, MissingIP, MissingDeny}, "skip, ip or deny"},
+	"headers":        {[]string{HeadersIETF, HeadersLegacy, HeadersBoth, HeadersOff}, "ietf, legacy, both or off"},
+	"scope":          {[]string{ScopeCluster, ScopeNode}, "cluster or node"},
+	"key_hash":       {[]string{KeyHashSHA256}, "sha256"},
+	"store":          {[]string{StoreLocal, StoreRedis}, "local or redis"},
+	"on_store_error": {[]string{StoreErrorLocal, StoreErrorFailOpen, StoreErrorFailClosed}, "local, fail_open or fail_closed"},
+}
+
+// CheckWord checks the value of a field that takes one of a few words:
+// on_missing_key, headers, scope, key_hash, store or on_store_error. The
+// default, "", is not one of them: a caller that allows it skips the check.
+func CheckWord(field, value string) error {
+	w, ok := words[field]
+	if !ok {
+		return fmt.Errorf("%s: not a field of words", field) // a bug of the caller
+	}
+	if !slices.Contains(w.ok, value) {
+		return fmt.Errorf("%s %q: want %s", field, value, w.want)
+	}
+	return nil
+}
+
 // LimiterConfig is the rule's limits for package limiter.
 func (r *Rule) LimiterConfig() limiter.Config {
 	cfg := limiter.Config{
@@ -281,23 +310,14 @@ func (r *Rule) CheckFields() error {
 	if r.IPv6Prefix < 0 || r.IPv6Prefix > 128 {
 		return fmt.Errorf("ipv6_prefix %d: must be 1 to 128", r.IPv6Prefix)
 	}
-	switch r.OnMissingKey {
-	case "", MissingSkip, MissingIP, MissingDeny:
-	default:
-		return fmt.Errorf("on_missing_key %q: want skip, ip or deny", r.OnMissingKey)
-	}
-	switch r.Headers {
-	case "", HeadersIETF, HeadersLegacy, HeadersBoth, HeadersOff:
-	default:
-		return fmt.Errorf("headers %q: want ietf, legacy, both or off", r.Headers)
-	}
-	switch r.Scope {
-	case "", ScopeCluster, ScopeNode:
-	default:
-		return fmt.Errorf("scope %q: want cluster or node", r.Scope)
-	}
-	if r.KeyHash != "" && r.KeyHash != KeyHashSHA256 {
-		return fmt.Errorf("key_hash %q: want sha256", r.KeyHash)
+	for _, f := range []struct{ field, value string }{
+		{"on_missing_key", r.OnMissingKey}, {"headers", r.Headers}, {"scope", r.Scope}, {"key_hash", r.KeyHash},
+	} {
+		if f.value != "" { // "": the default
+			if err := CheckWord(f.field, f.value); err != nil {
+				return err
+			}
+		}
 	}
 	if !(r.RetryJitter >= 0 && r.RetryJitter <= 10) { // NaN too
 		return fmt.Errorf("retry_jitter %v: must be between 0 and 10", r.RetryJitter)
@@ -375,10 +395,10 @@ func (r *Rule) CheckCost(cost int64) error {
 // CheckStore checks store and on_store_error, and what store redis
 // cannot be combined with.
 func (r *Rule) CheckStore() error {
-	switch r.OnStoreError {
-	case "", StoreErrorLocal, StoreErrorFailOpen, StoreErrorFailClosed:
-	default:
-		return fmt.Errorf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
+	if r.OnStoreError != "" {
+		if err := CheckWord("on_store_error", r.OnStoreError); err != nil {
+			return err
+		}
 	}
 	switch r.Store {
 	case "", StoreLocal:
@@ -388,7 +408,7 @@ func (r *Rule) CheckStore() error {
 		return nil
 	case StoreRedis:
 	default:
-		return fmt.Errorf("store %q: want local or redis", r.Store)
+		return CheckWord("store", r.Store)
 	}
 	switch {
 	case r.Scope == ScopeCluster:

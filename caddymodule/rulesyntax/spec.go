@@ -278,10 +278,8 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		if err := OneArg(d, &r.OnMissingKey); err != nil {
 			return err
 		}
-		switch r.OnMissingKey {
-		case ruleconfig.MissingSkip, ruleconfig.MissingIP, ruleconfig.MissingDeny:
-		default:
-			return d.Errf("on_missing_key %q: want skip, ip or deny", r.OnMissingKey)
+		if err := ruleconfig.CheckWord("on_missing_key", r.OnMissingKey); err != nil {
+			return d.Errf("%v", err)
 		}
 
 	case "cost":
@@ -301,10 +299,8 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		if err := OneArg(d, &r.Scope); err != nil {
 			return err
 		}
-		switch r.Scope {
-		case ruleconfig.ScopeCluster, ruleconfig.ScopeNode:
-		default:
-			return d.Errf("scope %q: want cluster or node", r.Scope)
+		if err := ruleconfig.CheckWord("scope", r.Scope); err != nil {
+			return d.Errf("%v", err)
 		}
 
 	case "exempt":
@@ -323,10 +319,8 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		if err := OneArg(d, &r.Headers); err != nil {
 			return err
 		}
-		switch r.Headers {
-		case ruleconfig.HeadersIETF, ruleconfig.HeadersLegacy, ruleconfig.HeadersBoth, ruleconfig.HeadersOff:
-		default:
-			return d.Errf("headers %q: want ietf, legacy, both or off", r.Headers)
+		if err := ruleconfig.CheckWord("headers", r.Headers); err != nil {
+			return d.Errf("%v", err)
 		}
 
 	case "retry_jitter":
@@ -359,8 +353,8 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		if err := OneArg(d, &r.KeyHash); err != nil {
 			return err
 		}
-		if r.KeyHash != ruleconfig.KeyHashSHA256 {
-			return d.Errf("key_hash %q: want sha256", r.KeyHash)
+		if err := ruleconfig.CheckWord("key_hash", r.KeyHash); err != nil {
+			return d.Errf("%v", err)
 		}
 
 	case "tier":
@@ -402,18 +396,16 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		if err := OneArg(d, &r.Store); err != nil {
 			return err
 		}
-		if r.Store != ruleconfig.StoreLocal && r.Store != ruleconfig.StoreRedis {
-			return d.Errf("store %q: want local or redis", r.Store)
+		if err := ruleconfig.CheckWord("store", r.Store); err != nil {
+			return d.Errf("%v", err)
 		}
 
 	case "on_store_error":
 		if err := OneArg(d, &r.OnStoreError); err != nil {
 			return err
 		}
-		switch r.OnStoreError {
-		case ruleconfig.StoreErrorLocal, ruleconfig.StoreErrorFailOpen, ruleconfig.StoreErrorFailClosed:
-		default:
-			return d.Errf("on_store_error %q: want local, fail_open or fail_closed", r.OnStoreError)
+		if err := ruleconfig.CheckWord("on_store_error", r.OnStoreError); err != nil {
+			return d.Errf("%v", err)
 		}
 
 	case "block_for", "block_reset", "count_status", "cost_header":

@@ -84,27 +84,19 @@ func (r RuleState) InFlight() *limiter.InFlight {
 // ClusterNode.
 func (r RuleState) Forget(key string) bool {
 	found, lifted := r.e.forget(key)
-	if lifted {
-		r.withdrawBlock(key)
+	if n := ClusterNode(); lifted && n != nil && r.e.clustered() {
+		n.Sharing.WithdrawBlock(gossip.KeyHash(r.e.name), key)
 	}
 	return found
 }
 
-// LiftBlock ends key's block, on every node of a cluster, and reports
-// whether this process had one.
-func (r RuleState) LiftBlock(key string) bool {
-	lifted := liftLocal(r.e, key)
-	if lifted {
-		r.withdrawBlock(key)
-	}
-	return lifted
-}
-
-// withdrawBlock tells the cluster that key's block was lifted here.
-func (r RuleState) withdrawBlock(key string) {
-	if n := ClusterNode(); n != nil && r.e.clustered() {
-		n.Sharing.WithdrawBlock(gossip.KeyHash(r.e.name), key)
-	}
+// ForgetFallback forgets key in the rule's in-process fallback and its place in
+// the busiest keys, after a reset in Redis, and reports whether the
+// fallback had state for it.
+func (r RuleState) ForgetFallback(key string) bool {
+	found := r.e.lim.Delete(key)
+	r.e.stats.forget(key)
+	return found
 }
 
 // Redis is the rule's state in Redis; nil for a rule without store
@@ -146,15 +138,6 @@ func (s *RedisState) Concurrent() bool { return s.st.leases != nil }
 // rule without max_concurrent).
 func (s *RedisState) InFlight(ctx context.Context, key string) (int64, error) {
 	return storeInFlight(ctx, s.st, key)
-}
-
-// ForgetFallback forgets key in the rule's in-process fallback and its place in
-// the busiest keys, after a reset in Redis, and reports whether the
-// fallback had state for it.
-func (r RuleState) ForgetFallback(key string) bool {
-	found := r.e.lim.Delete(key)
-	r.e.stats.forget(key)
-	return found
 }
 
 // ClusterNode is the running config's cluster node, or nil.

@@ -54,15 +54,19 @@ type recView struct {
 	ring ring
 }
 
-// fastTries is how many times allowFast retries a CAS that another
-// decision on the key beat, before it takes the lock. A beaten CAS is
-// another decision's progress, and a retry costs a find and a few loads;
-// the lock costs far more, and its holder freezes the key's word, so the
-// other decisions on the key take the lock too. With 4 tries, two Ps on
-// one key took the lock on up to 2.5% of requests (about half the CASes
-// lost), and the hot key cost 60–85 ns/op against 50 with 64, which makes
-// that under 0.02%.
-const fastTries = 64
+// fastTries is how many CASes allowFast tries before it takes the lock.
+// A lost CAS means another decision on the key is under way; the lock
+// then serialises them, and its holder freezes the key's word, so the
+// others take the lock too and the key's decisions run back to back on
+// one core, the record's cache line staying there, until the contention
+// passes. Retrying the CAS instead moves that line between the cores
+// twice a try (a load, then the CAS), and loses again about one time in
+// three. Two Ps on one hot key (integration/bench, this repository's
+// 2-core Intel VM, 2026-12-01, alternated): 1 try 42–50 ns/op for every
+// CAS algorithm, 2 tries 55–102, 64 tries 78–109, uber-ratelimit (a
+// load and a CAS, retried) 70–90. An earlier session, on an AMD VM,
+// had 64 tries at 50 and 4 at 60–85; 1 was not measured there.
+const fastTries = 1
 
 // lockFreeWord is the CAS word of p's records if its keys fit the
 // lock-free path, else 0.

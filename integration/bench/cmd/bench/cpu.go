@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"log"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,23 +17,44 @@ import (
 // served. Time the VM's core was taken away (steal) or spent on another
 // process is not counted. What still moves it: other processes sharing
 // the core's caches, and how many requests each of the server's wake-ups
-// finds waiting. So the three servers of a row run at once, idle but for
+// finds waiting. So the servers of a row run at once, idle but for
 // the one under load, and take the load in turn in short slices: a
-// change in the machine's load falls on all three alike.
+// change in the machine's load falls on all of them alike.
 
 // cpuSlices is how many slices of cpuSlice each server of a row gets,
 // after a warm-up of cpuWarm each.
 const (
-	cpuSlices = 10
+	cpuSlices = 12
 	cpuSlice  = 2 * time.Second
 	cpuWarm   = time.Second
 )
 
-// The three servers of a row listen side by side.
-var cpuAddrs = map[binary][2]string{
-	plain:     {"127.0.0.1:18480", "127.0.0.1:18481"},
-	edgelimit: {"127.0.0.1:18482", "127.0.0.1:18483"},
-	ratelimit: {"127.0.0.1:18484", "127.0.0.1:18485"},
+// The servers of a row, in the order they start: plain Caddy, plain Caddy
+// sending the rate-limit headers edgelimit sends (Caddy's own headers
+// handler, the values copied from edgelimit's response), edgelimit with
+// `headers off`, edgelimit, caddy-ratelimit. The two controls split what
+// edgelimit adds into what any handler sending those headers costs and
+// what its own work costs.
+const (
+	cpuPlain        = "plain"
+	cpuPlainHeaders = "plain + headers"
+	cpuHeadersOff   = "edgelimit, headers off"
+	cpuEdgelimit    = "edgelimit"
+	cpuRatelimit    = "caddy-ratelimit"
+)
+
+// cpuServers is the servers of a row, in the order they start: the plain
+// server with headers starts after edgelimit, whose headers it copies.
+var cpuServers = []string{cpuPlain, cpuHeadersOff, cpuEdgelimit, cpuPlainHeaders, cpuRatelimit}
+
+// cpuBinary is the Caddy build each server of a row runs.
+var cpuBinary = map[string]binary{
+	cpuPlain: plain, cpuPlainHeaders: plain, cpuHeadersOff: edgelimit, cpuEdgelimit: edgelimit, cpuRatelimit: ratelimit,
+}
+
+// cpuAddr is the listen and admin addresses of server i of a row.
+func cpuAddr(i int) (listen, admin string) {
+	return fmt.Sprintf("127.0.0.1:%d", 18480+2*i), fmt.Sprintf("127.0.0.1:%d", 18481+2*i)
 }
 
 // cpuRun is one slice: requests served, the non-2xx among them, and the
@@ -49,10 +72,10 @@ func (r cpuRun) perRequest() float64 {
 	return float64(r.CPU) / float64(time.Microsecond) / float64(r.Requests)
 }
 
-// cpuRow is one traffic shape's slices, per binary (plain included).
+// cpuRow is one traffic shape's slices, per server of cpuServers.
 type cpuRow struct {
 	Scenario scenario
-	Runs     map[binary][]cpuRun
+	Runs     map[string][]cpuRun
 }
 
 // cpuScenarios are the rows: the allowing, the denying and the
@@ -68,7 +91,7 @@ func cpuScenarios() []scenario {
 	}
 }
 
-// runCPU runs every row: its three servers at once on core 0 (GOMAXPROCS=1),
+// runCPU runs every row: its servers (cpuServers) at once on core 0 (GOMAXPROCS=1),
 // wrk on core 1 loading each in turn, cpuSlices slices each, the order
 // rotated from slice to slice.
 func runCPU(binDir, dir string, quick bool) ([]cpuRow, error) {
@@ -93,48 +116,93 @@ func runCPU(binDir, dir string, quick bool) ([]cpuRow, error) {
 
 // cpuRowRun is one row of runCPU.
 func cpuRowRun(binDir, dir string, sc scenario, slices int, d, tick time.Duration) (cpuRow, error) {
-	row := cpuRow{Scenario: sc, Runs: map[binary][]cpuRun{}}
+	row := cpuRow{Scenario: sc, Runs: map[string][]cpuRun{}}
 	work, err := os.MkdirTemp(dir, "run-")
 	if err != nil {
 		return row, err
 	}
 	defer os.RemoveAll(work)
-	order := []binary{plain, edgelimit, ratelimit}
-	servers := map[binary]*server{}
+	servers := map[string]*server{}
+	urls := map[string]string{}
 	defer func() {
 		for _, s := range servers {
 			s.stop()
 		}
 	}()
-	for _, bin := range order {
-		a := cpuAddrs[bin]
-		s, err := startAt(bin.path(binDir), a[0], a[1], handlers(bin, sc), nil, 0, work)
+	var sent http.Header // the rate-limit headers of edgelimit's first response
+	for i, name := range cpuServers {
+		bin := cpuBinary[name]
+		hs := handlers(bin, sc)
+		switch name {
+		case cpuHeadersOff:
+			hs[0]["rules"].([]any)[0].(map[string]any)["headers"] = "off"
+		case cpuPlainHeaders:
+			set := map[string][]string{}
+			for k, v := range sent {
+				set[k] = v
+			}
+			hs = append([]map[string]any{{"handler": "headers", "response": map[string]any{"set": set}}}, hs...)
+		}
+		listen, admin := cpuAddr(i)
+		s, err := startAt(bin.path(binDir), listen, admin, hs, nil, 0, work)
 		if err != nil {
 			return row, err
 		}
-		servers[bin] = s
+		servers[name], urls[name] = s, "http://"+listen+"/"
 		if sc.TouchAll && bin != plain {
-			if err := touchAllAt("http://"+a[0]+"/", scriptKeys); err != nil {
+			if err := touchAllAt(urls[name], scriptKeys); err != nil {
 				return row, err
 			}
 		}
-		if _, err := runWrkURL("http://"+a[0]+"/", dir, sc.Script, cpuWarm, 1, loadConns); err != nil {
+		if name == cpuEdgelimit {
+			if sent, err = rateLimitHeaders(urls[name]); err != nil {
+				return row, err
+			}
+		}
+		if _, err := runWrkURL(urls[name], dir, sc.Script, cpuWarm, 1, loadConns); err != nil {
 			return row, err
 		}
 	}
 	for k := range slices {
-		for j := range order {
-			bin := order[(j+k)%len(order)]
-			r, err := measureCPU(servers[bin], "http://"+cpuAddrs[bin][0]+"/", dir, sc, d, tick)
+		for j := range cpuServers {
+			name := cpuServers[(j+k)%len(cpuServers)]
+			r, err := measureCPU(servers[name], urls[name], dir, sc, d, tick)
 			if err != nil {
-				return row, fmt.Errorf("%s, %s: %w", sc.Name, bin, err)
+				return row, fmt.Errorf("%s, %s: %w", sc.Name, name, err)
 			}
 			log.Printf("%s, slice %d, %s: %d requests (%d denied), %.2f µs CPU each",
-				sc.Name, k+1, bin, r.Requests, r.Denied, r.perRequest())
-			row.Runs[bin] = append(row.Runs[bin], r)
+				sc.Name, k+1, name, r.Requests, r.Denied, r.perRequest())
+			row.Runs[name] = append(row.Runs[name], r)
 		}
 	}
 	return row, nil
+}
+
+// rateLimitHeaders is the RateLimit, RateLimit-Policy and Retry-After
+// headers of a response from url, to a request that carries the key
+// header of the scripts: what plain Caddy sends in the "plain + headers"
+// control.
+func rateLimitHeaders(url string) (http.Header, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Client", "client-probe")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	h := http.Header{}
+	for _, k := range []string{"RateLimit", "RateLimit-Policy", "Retry-After"} {
+		if v := resp.Header.Values(k); len(v) > 0 {
+			h[k] = v
+		}
+	}
+	if len(h) == 0 {
+		return nil, fmt.Errorf("%s sent no RateLimit header", url)
+	}
+	return h, nil
 }
 
 // measureCPU loads s at url for d and measures its CPU time over it.
@@ -198,33 +266,67 @@ func clockTick() (time.Duration, error) {
 	return time.Second / time.Duration(hz), nil
 }
 
-// cpuSection is the CPU per request table.
+// cpuSection is the CPU per request tables.
 func cpuSection(p printer, res *results) {
 	if len(res.CPU) == 0 {
 		return
 	}
 	p("### CPU per request, end to end\n\n")
-	p("The three Caddy binaries of the end-to-end stage, each serving `static_response \"ok\"` behind its limiter (plain: none). ")
-	p("For each row the three servers run at once, pinned to core 0 with GOMAXPROCS=1, and wrk (one thread, %d connections, on core 1) loads them in turn: ", loadConns)
+	p("Five Caddy servers per row, each serving `static_response \"ok\"`: plain Caddy; plain Caddy with Caddy's `headers` handler setting the RateLimit, RateLimit-Policy (and on a denial Retry-After) values edgelimit sent to a first request (\"plain + headers\"); edgelimit's rule with `headers off`; edgelimit; caddy-ratelimit (which sends no rate-limit headers on an allowed request). ")
+	p("The five run at once, pinned to core 0 with GOMAXPROCS=1, and wrk (one thread, %d connections, on core 1) loads them in turn: ", loadConns)
 	p("%d slices of %v each, the order rotated from slice to slice, after a 1 s warm-up each. ", cpuSliceCount(res), cpuSlice)
 	p("CPU per request is the loaded server's utime+stime (`/proc/<pid>/stat`, every thread, in ticks of 10 ms) over its slice, divided by the requests it served: ")
 	p("time the VM lost to steal or to another process is not in it; cache sharing with other processes and how many requests each wake-up finds still move it. ")
-	p("The µs columns are medians (range) over the slices; the \"over plain\" columns are each slice's CPU per request over plain Caddy's in the same turn, less 1, then the median (range).\n\n")
-	p("| traffic, limit | plain µs/req | edgelimit µs/req | caddy-ratelimit µs/req | edgelimit over plain | caddy-ratelimit over plain | denied: edgelimit | denied: caddy-ratelimit |\n|---|---|---|---|---|---|---|---|\n")
+	p("Medians over the slices, with the interquartile range (the middle half of the slices).\n\n")
+	p("| traffic, limit | plain µs/req | plain + headers | edgelimit, headers off | edgelimit | caddy-ratelimit |\n|---|---|---|---|---|---|\n")
 	for _, row := range res.CPU {
-		pl, ours, theirs := cpuPer(row.Runs[plain]), cpuPer(row.Runs[edgelimit]), cpuPer(row.Runs[ratelimit])
-		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Scenario.Name, figure(pl), figure(ours), figure(theirs),
-			percent(ratios(ours, pl)), percent(ratios(theirs, pl)), cpuDenied(row.Runs[edgelimit]), cpuDenied(row.Runs[ratelimit]))
+		p("| %s |", row.Scenario.Name)
+		for _, name := range []string{cpuPlain, cpuPlainHeaders, cpuHeadersOff, cpuEdgelimit, cpuRatelimit} {
+			p(" %s |", quartileFigure(cpuPer(row.Runs[name])))
+		}
+		p("\n")
+	}
+	p("\nEach slice's CPU per request over another server's in the same turn, less 1: the median (interquartile range). ")
+	p("\"The headers\" is what sending edgelimit's header values costs plain Caddy; \"edgelimit's own\" is edgelimit over plain Caddy sending the same headers, what its handler adds beyond them.\n\n")
+	p("| traffic, limit | the headers | edgelimit, headers off, over plain | edgelimit over plain | edgelimit's own | caddy-ratelimit over plain | denied: edgelimit | denied: caddy-ratelimit |\n|---|---|---|---|---|---|---|---|\n")
+	for _, row := range res.CPU {
+		per := func(name string) []float64 { return cpuPer(row.Runs[name]) }
+		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Scenario.Name,
+			percent(ratios(per(cpuPlainHeaders), per(cpuPlain))),
+			percent(ratios(per(cpuHeadersOff), per(cpuPlain))),
+			percent(ratios(per(cpuEdgelimit), per(cpuPlain))),
+			percent(ratios(per(cpuEdgelimit), per(cpuPlainHeaders))),
+			percent(ratios(per(cpuRatelimit), per(cpuPlain))),
+			cpuDenied(row.Runs[cpuEdgelimit]), cpuDenied(row.Runs[cpuRatelimit]))
 	}
 	byName := map[string]cpuRow{}
 	for _, row := range res.CPU {
 		byName[row.Scenario.Name] = row
 	}
 	allowing, denying := byName[cpuScenarios()[0].Name], byName[cpuScenarios()[1].Name]
-	if a, d := cpuPer(allowing.Runs[edgelimit]), cpuPer(denying.Runs[edgelimit]); len(a) > 0 && len(d) > 0 {
+	if a, d := cpuPer(allowing.Runs[cpuEdgelimit]), cpuPer(denying.Runs[cpuEdgelimit]); len(a) > 0 && len(d) > 0 {
 		p("\nOne key, edgelimit: a denied request takes %s µs of CPU, an allowed one %s (targets: at most +3%% over plain Caddy when allowing; a denial cheaper than an allowed request).\n", num(median(d)), num(median(a)))
 	}
 	p("\n")
+}
+
+// quartiles is the first and third quartiles of vs (the medians of its
+// lower and upper halves).
+func quartiles(vs []float64) (q1, q3 float64) {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	h := len(s) / 2
+	return median(s[:h]), median(s[len(s)-h:])
+}
+
+// quartileFigure is vs's median with its interquartile range,
+// "17.6 (17.2–18.1)".
+func quartileFigure(vs []float64) string {
+	if len(vs) < 4 {
+		return figure(vs)
+	}
+	q1, q3 := quartiles(vs)
+	return fmt.Sprintf("%s (%s–%s)", num(median(vs)), num(q1), num(q3))
 }
 
 // cpuPer is each run's CPU per request, in µs.
@@ -240,7 +342,7 @@ func cpuPer(rs []cpuRun) []float64 {
 func cpuSliceCount(res *results) int {
 	n := 0
 	for _, row := range res.CPU {
-		n = max(n, len(row.Runs[edgelimit]))
+		n = max(n, len(row.Runs[cpuEdgelimit]))
 	}
 	return n
 }
@@ -258,11 +360,12 @@ func cpuDenied(rs []cpuRun) string {
 	return fmt.Sprintf("%.1f%%", 100*float64(denied)/float64(total))
 }
 
-// percent is ratios less 1, in percent: "**+2.1%** (−0.4%–+3.9%)".
+// percent is ratios less 1, in percent, the median and the interquartile
+// range: "**+2.1%** (-0.4% – +3.9%)".
 func percent(vs []float64) string {
 	if len(vs) == 0 {
 		return "—"
 	}
-	lo, hi := spread(vs)
+	lo, hi := quartiles(vs)
 	return fmt.Sprintf("**%+.1f%%** (%+.1f%% – %+.1f%%)", 100*(median(vs)-1), 100*(lo-1), 100*(hi-1))
 }

@@ -21,7 +21,9 @@
 //	boundary  the most each algorithm admits within one window to a client
 //	          timing its bursts at the windows' edges, and what an honest
 //	          client sending at the limit's rate gets
-//	cpu       CPU time per request of the three Caddy binaries (utime+stime
+//	cpu       CPU time per request of the three Caddy binaries and two
+//	          controls (plain Caddy sending the same headers, edgelimit with
+//	          headers off), from utime+stime
 //	          of the server process over the requests it served)
 //
 // The stages under wrk need it, stores needs redis-server: it installs

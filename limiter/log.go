@@ -21,7 +21,15 @@ type eventLog struct {
 // shrinkAbove is the ring size above which an emptied log frees its buffer.
 const shrinkAbove = 16
 
-func (l *eventLog) at(i int32) *event { return &l.buf[(int(l.head)+int(i))%len(l.buf)] }
+// at is event i of the log (0 ≤ i < len(buf)): head+i wraps at most once,
+// so a subtraction does what a modulo (a division) would.
+func (l *eventLog) at(i int32) *event {
+	j := int(l.head) + int(i)
+	if j >= len(l.buf) {
+		j -= len(l.buf)
+	}
+	return &l.buf[j]
+}
 
 // expire drops the events at or before t.
 func (l *eventLog) expire(t int64) {
@@ -31,7 +39,9 @@ func (l *eventLog) expire(t int64) {
 			return
 		}
 		l.total -= e.units
-		l.head = int32((int(l.head) + 1) % len(l.buf))
+		if l.head++; int(l.head) == len(l.buf) {
+			l.head = 0
+		}
 		l.n--
 	}
 	if len(l.buf) > shrinkAbove {

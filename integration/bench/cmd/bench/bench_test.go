@@ -144,3 +144,23 @@ func TestParseStatCPU(t *testing.T) {
 		t.Error("parseStatCPU accepted a short line")
 	}
 }
+
+// The cpu tables' interquartile range: the medians of the lower and the
+// upper half (the middle value, with an odd count, in neither).
+func TestQuartiles(t *testing.T) {
+	for _, c := range []struct {
+		vs     []float64
+		q1, q3 float64
+	}{
+		{[]float64{4, 1, 3, 2}, 1.5, 3.5},
+		{[]float64{5, 1, 4, 2, 3}, 1.5, 4.5},
+		{[]float64{12, 1, 11, 2, 10, 3, 9, 4, 8, 5, 7, 6}, 3.5, 9.5},
+	} {
+		if q1, q3 := quartiles(c.vs); q1 != c.q1 || q3 != c.q3 {
+			t.Errorf("quartiles(%v) = %v, %v; want %v, %v", c.vs, q1, q3, c.q1, c.q3)
+		}
+	}
+	if got := percent([]float64{1.01, 1.02, 1.03, 1.04}); got != "**+2.5%** (+1.5% – +3.5%)" {
+		t.Errorf("percent = %q", got)
+	}
+}

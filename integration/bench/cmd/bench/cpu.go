@@ -43,13 +43,14 @@ const (
 	cpuRatelimit    = "caddy-ratelimit"
 )
 
-// cpuServers is the servers of a row, in the order they start: the plain
-// server with headers starts after edgelimit, whose headers it copies.
-var cpuServers = []string{cpuPlain, cpuHeadersOff, cpuEdgelimit, cpuPlainHeaders, cpuRatelimit}
-
-// cpuBinary is the Caddy build each server of a row runs.
-var cpuBinary = map[string]binary{
-	cpuPlain: plain, cpuPlainHeaders: plain, cpuHeadersOff: edgelimit, cpuEdgelimit: edgelimit, cpuRatelimit: ratelimit,
+// cpuServers is the servers of a row, in the order they start (the plain
+// server with headers after edgelimit, whose headers it copies), and the
+// Caddy build each runs.
+var cpuServers = []struct {
+	name string
+	bin  binary
+}{
+	{cpuPlain, plain}, {cpuHeadersOff, edgelimit}, {cpuEdgelimit, edgelimit}, {cpuPlainHeaders, plain}, {cpuRatelimit, ratelimit},
 }
 
 // cpuAddr is the listen and admin addresses of server i of a row.
@@ -130,18 +131,12 @@ func cpuRowRun(binDir, dir string, sc scenario, slices int, d, tick time.Duratio
 		}
 	}()
 	var sent http.Header // the rate-limit headers of edgelimit's first response
-	for i, name := range cpuServers {
-		bin := cpuBinary[name]
-		hs := handlers(bin, sc)
-		switch name {
-		case cpuHeadersOff:
-			hs[0]["rules"].([]any)[0].(map[string]any)["headers"] = "off"
-		case cpuPlainHeaders:
-			set := map[string][]string{}
-			for k, v := range sent {
-				set[k] = v
-			}
-			hs = append([]map[string]any{{"handler": "headers", "response": map[string]any{"set": set}}}, hs...)
+	for i, srv := range cpuServers {
+		name, bin, run := srv.name, srv.bin, sc
+		run.HeadersOff = name == cpuHeadersOff
+		hs := handlers(bin, run)
+		if name == cpuPlainHeaders {
+			hs = append([]map[string]any{{"handler": "headers", "response": map[string]any{"set": sent}}}, hs...)
 		}
 		listen, admin := cpuAddr(i)
 		s, err := startAt(bin.path(binDir), listen, admin, hs, nil, 0, work)
@@ -165,7 +160,7 @@ func cpuRowRun(binDir, dir string, sc scenario, slices int, d, tick time.Duratio
 	}
 	for k := range slices {
 		for j := range cpuServers {
-			name := cpuServers[(j+k)%len(cpuServers)]
+			name := cpuServers[(j+k)%len(cpuServers)].name
 			r, err := measureCPU(servers[name], urls[name], dir, sc, d, tick)
 			if err != nil {
 				return row, fmt.Errorf("%s, %s: %w", sc.Name, name, err)

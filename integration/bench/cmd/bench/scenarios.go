@@ -23,6 +23,9 @@ type scenario struct {
 	// Conns is wrk's connections; 0: loadConns. One connection measures a
 	// request's latency without queueing.
 	Conns int
+	// HeadersOff gives edgelimit's rule `headers off` (the cpu stage's
+	// control): no rate-limit headers on an allowed request.
+	HeadersOff bool
 }
 
 // scenarios are the end-to-end rows. denyLimit is the one-key limit that
@@ -57,14 +60,15 @@ func handlers(bin binary, sc scenario) []map[string]any {
 		if sc.Key == "header" {
 			by = "header X-Client"
 		}
-		return []map[string]any{{
-			"handler": "rate_limit",
-			"rules": []any{map[string]any{
-				"name":   "bench",
-				"limits": []any{map[string]any{"count": sc.Limit, "window": sc.Window}},
-				"by":     []string{by},
-			}},
-		}, respond}
+		rule := map[string]any{
+			"name":   "bench",
+			"limits": []any{map[string]any{"count": sc.Limit, "window": sc.Window}},
+			"by":     []string{by},
+		}
+		if sc.HeadersOff {
+			rule["headers"] = "off"
+		}
+		return []map[string]any{{"handler": "rate_limit", "rules": []any{rule}}, respond}
 	case ratelimit:
 		key := "{http.request.remote.host}"
 		if sc.Key == "header" {

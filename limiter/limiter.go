@@ -120,10 +120,11 @@ func (l *Limiter) AllowScaledAt(key string, now time.Time, cost int64, scale flo
 //
 // With quotas false the caller will not read the quotas of an allowed
 // decision (a handler that sends no RateLimit headers): a decision that
-// the lock-free path makes (lockfree.go) then computes none and leaves Len
-// 0, so Binding means nothing. A denied decision, and an allowed one made
-// under the shard's lock, has its quotas whatever quotas says. What the
-// decision admits and takes is the same either way.
+// the lock-free path makes (lockfree.go), or that logTake makes for a
+// rule of one sliding log, then computes none and leaves Len 0, so
+// Binding means nothing. A denied decision, a decision that takes a key's
+// last unit, and the locked path's others have their quotas whatever
+// quotas says. What the decision admits and takes is the same either way.
 func (l *Limiter) AllowInto(d *Decision, key string, now time.Time, cost int64, scale float64, quotas bool) {
 	d.Allowed, d.Delay, d.RetryAfter, d.Len = false, 0, 0, 0
 	l.allow(d, key, now, cost, scale, quotas)
@@ -141,6 +142,12 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 	}
 	s.mu.Lock()
 	slot, ok := s.table.find(h)
+	if ok && p.oneLog && !quotas && scale == 1 && s.table.record(slot)[0]&flagBits == refBit &&
+		logTake(&s.table.logsAt(slot)[0], t, p.limits[0].w, p.limits[0].n, cost) {
+		d.Allowed = true // a referenced key, not spent and left so
+		s.mu.Unlock()
+		return
+	}
 	if !ok {
 		slot = s.insert(h, p, t) // unreferenced until its second request
 	}

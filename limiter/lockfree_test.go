@@ -106,8 +106,8 @@ func TestLockFreeMatchesLocked(t *testing.T) {
 }
 
 // AllowInto decides as AllowAt does, with quotas or without, on the
-// lock-free path (one limit) and the locked one (two limits and a burst,
-// a sliding log), into a Decision that held another decision before: the
+// lock-free path or logTake (one limit) and the locked one (two limits
+// and a burst), into a Decision that held another decision before: the
 // same Allowed, Delay and RetryAfter, and the same quotas where it sets
 // them. Without quotas, only an allowed decision may leave them out.
 func TestAllowIntoMatchesAllowAt(t *testing.T) {
@@ -154,7 +154,7 @@ func TestAllowIntoMatchesAllowAt(t *testing.T) {
 					t.Fatalf("%s (two limits %v): request %d (quotas %v): quotas %d %+v, AllowAt %d %+v", algo, two, i, quotas, d.Len, d.Quotas, want.Len, want.Quotas)
 				}
 			}
-			if fast := !two && algo != SlidingLog; fast != (lean > 0) {
+			if fast := !two; fast != (lean > 0) { // lock-free, or logTake
 				t.Errorf("%s (two limits %v): %d decisions without quotas", algo, two, lean)
 			}
 		}

@@ -32,20 +32,19 @@ func (l *eventLog) at(i int32) *event {
 }
 
 // expire drops the events at or before t.
-func (l *eventLog) expire(t int64) {
-	for l.n > 0 {
-		e := l.at(0)
-		if e.at > t {
-			return
-		}
-		l.total -= e.units
-		if l.head++; int(l.head) == len(l.buf) {
-			l.head = 0
-		}
-		l.n--
-	}
-	if len(l.buf) > shrinkAbove {
+func (l *eventLog) expire(t int64) { l.drop(l.since(t)) }
+
+// drop removes the first k events, leaving held units (since's figures):
+// an emptied ring above shrinkAbove frees its buffer.
+func (l *eventLog) drop(k int32, held int64) {
+	l.n -= k
+	l.total = held
+	if l.n == 0 && len(l.buf) > shrinkAbove {
 		*l = eventLog{}
+		return
+	}
+	if l.head += k; int(l.head) >= len(l.buf) {
+		l.head -= int32(len(l.buf))
 	}
 }
 
@@ -158,6 +157,23 @@ func logAdmit(l *eventLog, now, w, cost int64) {
 	t := max(now, l.newest())
 	l.expire(t - w)
 	l.push(t, cost)
+}
+
+// logTake is the locked path's shortcut for a rule of one sliding log of
+// n per w (no burst bucket, no shares) and an unscaled request of cost
+// whose quota nobody reads: it takes the request, as slidingLog and
+// logAdmit would, if it fits and leaves a unit, and reports whether it
+// did. A request it would deny or that takes the last unit (the key then
+// spent) it leaves to decide, which reports the quota too.
+func logTake(l *eventLog, now, w, n, cost int64) bool {
+	t := max(now, l.newest())
+	first, held := l.since(t - w)
+	if cost < 1 || cost >= n-held { // no unit left after it, or denied
+		return false
+	}
+	l.drop(first, held)
+	l.push(t, cost)
+	return true
 }
 
 // logRetry is how long from now until enough events age out for cost units

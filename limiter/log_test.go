@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -107,4 +109,64 @@ func TestSlidingLogRefundKeepsTime(t *testing.T) {
 		{at: 500 * ms, cost: 5, ok: true, rem: 0, reset: 3500 * ms},
 		{at: 500 * ms, cost: 1, ok: false, rem: 0, reset: 3500 * ms, retry: 3500 * ms},
 	})
+}
+
+// logTake takes a request exactly when slidingLog admits it and leaves a
+// unit, leaving the log as logAdmit would; what it declines is a denial,
+// a cost below 1, or the last unit. On random logs (time going backwards
+// too, rings wrapped and grown), times and costs around the limit.
+func TestLogTakeMatchesStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for i := range 100000 {
+		n := int64(1 + rng.IntN(12))
+		w := int64(time.Millisecond) * int64(1+rng.IntN(50))
+		var l eventLog
+		now := int64(0)
+		for range rng.IntN(40) {
+			now += rng.Int64N(w / 4)
+			var s step
+			c := 1 + rng.Int64N(2)
+			if slidingLog(&s, &l, now, w, n, c); s.ok {
+				logAdmit(&l, now, w, c)
+			}
+		}
+		now += rng.Int64N(w) - w/8 // now and then before the newest event
+		cost := rng.Int64N(n+2) - 1
+		var s step
+		slidingLog(&s, &l, now, w, n, cost)
+		want := cloneLog(l)
+		if s.ok && cost > 0 {
+			logAdmit(&want, now, w, cost)
+		}
+		got := cloneLog(l)
+		took := logTake(&got, now, w, n, cost)
+		if fits := s.ok && cost > 0 && s.quota.Remaining > 0; took != fits {
+			t.Fatalf("case %d: n %d, cost %d: logTake %v, step ok %v with %d left", i, n, cost, took, s.ok, s.quota.Remaining)
+		}
+		if !took {
+			want = cloneLog(l)
+		}
+		if !sameLog(&got, &want) {
+			t.Fatalf("case %d: log %+v, want %+v", i, got, want)
+		}
+	}
+}
+
+// cloneLog is a copy of l that shares no buffer with it.
+func cloneLog(l eventLog) eventLog {
+	l.buf = slices.Clone(l.buf)
+	return l
+}
+
+// sameLog is whether a and b hold the same events and units.
+func sameLog(a, b *eventLog) bool {
+	if a.n != b.n || a.total != b.total || len(a.buf) != len(b.buf) {
+		return false
+	}
+	for i := range a.n {
+		if *a.at(i) != *b.at(i) {
+			return false
+		}
+	}
+	return true
 }

@@ -18,6 +18,7 @@ type plan struct {
 	shareW   int   // word of the share and demand; 0: none
 	stride   int   // words per key, word 0 being the key's hash
 	logs     int   // event logs per key (SlidingLog)
+	oneLog   bool  // one sliding log, no burst bucket, no shares: logTake's rules
 	maxDelay int64 // LeakyBucket
 	longest  int64 // the longest window (ns)
 	maxKeys  int
@@ -74,6 +75,7 @@ func newPlan(cfg Config) (*plan, error) {
 		p.shareW = p.stride
 		p.stride++
 	}
+	p.oneLog = p.algo == SlidingLog && len(p.limits) == 1 && p.burstW == 0 && p.shareW == 0
 	return p, nil
 }
 

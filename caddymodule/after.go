@@ -110,10 +110,11 @@ func (h *Handler) serveAfter(w http.ResponseWriter, r *http.Request, next caddyh
 	return err
 }
 
-// cancelAfter drops the charges of earlier rate_limit handlers: a later
-// rule denied the request, which then takes nothing anywhere.
-func cancelAfter(r *http.Request) {
-	if aw, ok := caddyhttp.GetVar(r.Context(), afterVar).(*afterWriter); ok {
+// cancelAfter drops the charges of earlier rate_limit handlers, found in
+// the request's vars: a later rule denied the request, which then takes
+// nothing anywhere.
+func cancelAfter(vars map[string]any) {
+	if aw, ok := vars[afterVar].(*afterWriter); ok {
 		aw.cancelled = true
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
@@ -104,4 +105,53 @@ func BenchmarkAccounting(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkDenial is what a request costs the handler when it is denied,
+// beside one allowed and served by the next handler: one rule keyed by
+// client IP, its headers on. Each request gets a fresh replacer and vars,
+// and a server without handle_errors routes, as Caddy's server gives
+// them, so the denial is written as Caddy would write it.
+func BenchmarkDenial(b *testing.B) {
+	rule := ruleconfig.Rule{Name: "api", Limits: []ruleconfig.Limit{{Count: 1 << 31, Window: 3600e9}}}
+	allowing := chain(testHandler(b, testApp(), rule))
+	rule.Name, rule.Limits = "tight", []ruleconfig.Limit{{Count: 1, Window: 3600e9}}
+	denying := chain(testHandler(b, testApp(), rule))
+	for _, bc := range []struct {
+		name    string
+		handler caddyhttp.Handler
+		status  int
+	}{{"allowed", allowing, 200}, {"denied", denying, 429}} {
+		b.Run(bc.name, func(b *testing.B) {
+			base := newRequest("5.255.255.7")
+			ctx := context.WithValue(base.Context(), caddyhttp.ServerCtxKey, &caddyhttp.Server{})
+			serve := func(w *httptest.ResponseRecorder) {
+				clear(w.Header())
+				w.Header().Set("Server", "Caddy")
+				vars := map[string]any{caddyhttp.ClientIPVarKey: "5.255.255.7"}
+				repl := caddy.NewReplacer()
+				repl.Map(func(string) (any, bool) { return nil, false }) // where Caddy's server puts its http.* placeholders
+				c := context.WithValue(context.WithValue(ctx, caddy.ReplacerCtxKey, repl), caddyhttp.VarsCtxKey, vars)
+				if err := bc.handler.ServeHTTP(w, base.WithContext(c)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 2 { // the tight rule's one request, then its denial
+				first := httptest.NewRecorder()
+				if serve(first); first.Code != bc.status && bc.status == 200 {
+					b.Fatalf("status %d, want %d", first.Code, bc.status)
+				}
+			}
+			last := httptest.NewRecorder()
+			serve(last)
+			if last.Code != bc.status {
+				b.Fatalf("status %d, want %d", last.Code, bc.status)
+			}
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				serve(w)
+			}
+		})
+	}
 }

@@ -220,11 +220,7 @@ func (h *Handler) refuseBlocked(ru *rule, w http.ResponseWriter, q *request, f f
 	}
 	ru.setHeaders(w.Header(), &d)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	repl := q.repl
-	repl.Set("http.rate_limit.rule", ru.Name)
-	repl.Set("http.rate_limit.exceeded.name", ru.Name)
-	repl.Set("http.rate_limit.key", shownKey(f.key))
-	repl.Set("http.rate_limit.retry_after", secs)
+	setRefusal(q.r, q.repl, refusal{rule: ru.Name, key: shownKey(f.key), retryAfterSec: secs})
 	if ru.ProblemJSON {
 		return writeProblemBody(w, problem{
 			Type:             abnormalUsage,

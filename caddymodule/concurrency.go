@@ -256,11 +256,7 @@ func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f
 	h.undo(w.Header(), q.r, took, q.now)
 	ru.setConcurrentHeaders(w.Header(), n, 0)
 	w.Header().Set("Retry-After", "1")
-	repl := q.repl
-	repl.Set("http.rate_limit.rule", ru.Name)
-	repl.Set("http.rate_limit.exceeded.name", ru.Name)
-	repl.Set("http.rate_limit.key", shownKey(f.key))
-	repl.Set("http.rate_limit.retry_after", 1)
+	setRefusal(q.r, q.repl, refusal{rule: ru.Name, key: shownKey(f.key), retryAfterSec: 1})
 	h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: 1e9}, false)
 	h.emitDenial(ru, q, f.key, 1)
 	status := http.StatusTooManyRequests

@@ -85,17 +85,18 @@ func (t *takings) all() []taken {
 // earlier rate_limit handlers (the request's ledger), and rewrites the
 // rate-limit headers those rules set, so they show the units given back.
 func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time.Time) {
+	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 	var earlier []taken
-	if l, ok := caddyhttp.GetVar(r.Context(), ledgerVar).(*ledger); ok {
+	if l, ok := vars[ledgerVar].(*ledger); ok {
 		earlier, now = l.taken, l.now
 		l.taken = nil
 	}
-	cancelAfter(r) // an earlier handler's units after the response: the request does not run
+	cancelAfter(vars) // an earlier handler's units after the response: the request does not run
+	if len(earlier) == 0 && took.n == 0 {
+		return // the common denial: the first rule to decide denied
+	}
 	mine := took.all()
 	defer func() { *took = takings{} }()
-	if len(earlier) == 0 && len(mine) == 0 {
-		return
-	}
 	for _, k := range []string{hdrRateLimit, hdrRateLimitPolicy, hdrLimit, hdrRemaining, hdrReset} {
 		delete(hdr, k)
 	}

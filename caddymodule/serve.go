@@ -313,10 +313,7 @@ func (h *Handler) deny(ru *rule, w http.ResponseWriter, q *request, f facts, d *
 	}
 	secs := max(1, ceilSeconds(wait))
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	repl.Set("http.rate_limit.rule", ru.Name)
-	repl.Set("http.rate_limit.exceeded.name", ru.Name) // caddy-ratelimit's name for it
-	repl.Set("http.rate_limit.key", shownKey(key))
-	repl.Set("http.rate_limit.retry_after", secs)
+	setRefusal(r, repl, refusal{rule: ru.Name, key: shownKey(key), retryAfterSec: secs})
 	h.logDenial(ru, q, key, d, false)
 	h.emitDenial(ru, q, key, secs)
 	if ru.ProblemJSON {

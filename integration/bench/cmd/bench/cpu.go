@@ -21,8 +21,11 @@ import (
 // the one under load, and take the load in turn in short slices: a
 // change in the machine's load falls on all of them alike.
 
-// cpuSlices is how many slices of cpuSlice each server of a row gets,
-// after a warm-up of cpuWarm each.
+// cpuSlices is how many slices of cpuSlice each server of a row gets by
+// default (the flags -cpu-slices and -cpu-slice change them), after a
+// warm-up of cpuWarm each. The median's error shrinks with the square
+// root of the slices: on this repository's VMs one slice's ratio to
+// another server's moves by ±5–10%.
 const (
 	cpuSlices = 12
 	cpuSlice  = 2 * time.Second
@@ -77,6 +80,7 @@ func (r cpuRun) perRequest() float64 {
 type cpuRow struct {
 	Scenario scenario
 	Runs     map[string][]cpuRun
+	Slice    time.Duration // each run's length; 0 in results of before it was kept: cpuSlice
 }
 
 // cpuScenarios are the rows: the allowing, the denying and the
@@ -93,10 +97,9 @@ func cpuScenarios() []scenario {
 }
 
 // runCPU runs every row: its servers (cpuServers) at once on core 0 (GOMAXPROCS=1),
-// wrk on core 1 loading each in turn, cpuSlices slices each, the order
+// wrk on core 1 loading each in turn, slices slices of d each, the order
 // rotated from slice to slice.
-func runCPU(binDir, dir string, quick bool) ([]cpuRow, error) {
-	slices, d := cpuSlices, cpuSlice
+func runCPU(binDir, dir string, quick bool, slices int, d time.Duration) ([]cpuRow, error) {
 	if quick {
 		slices, d = 2, time.Second
 	}
@@ -117,7 +120,7 @@ func runCPU(binDir, dir string, quick bool) ([]cpuRow, error) {
 
 // cpuRowRun is one row of runCPU.
 func cpuRowRun(binDir, dir string, sc scenario, slices int, d, tick time.Duration) (cpuRow, error) {
-	row := cpuRow{Scenario: sc, Runs: map[string][]cpuRun{}}
+	row := cpuRow{Scenario: sc, Runs: map[string][]cpuRun{}, Slice: d}
 	work, err := os.MkdirTemp(dir, "run-")
 	if err != nil {
 		return row, err
@@ -269,7 +272,7 @@ func cpuSection(p printer, res *results) {
 	p("### CPU per request, end to end\n\n")
 	p("Five Caddy servers per row, each serving `static_response \"ok\"`: plain Caddy; plain Caddy with Caddy's `headers` handler setting the RateLimit, RateLimit-Policy (and on a denial Retry-After) values edgelimit sent to a first request (\"plain + headers\"); edgelimit's rule with `headers off`; edgelimit; caddy-ratelimit (which sends no rate-limit headers on an allowed request). ")
 	p("The five run at once, pinned to core 0 with GOMAXPROCS=1, and wrk (one thread, %d connections, on core 1) loads them in turn: ", loadConns)
-	p("%d slices of %v each, the order rotated from slice to slice, after a 1 s warm-up each. ", cpuSliceCount(res), cpuSlice)
+	p("%d slices of %v each, the order rotated from slice to slice, after a 1 s warm-up each. ", cpuSliceCount(res), cpuSliceLength(res))
 	p("CPU per request is the loaded server's utime+stime (`/proc/<pid>/stat`, every thread, in ticks of 10 ms) over its slice, divided by the requests it served: ")
 	p("time the VM lost to steal or to another process is not in it; cache sharing with other processes and how many requests each wake-up finds still move it. ")
 	p("Medians over the slices, with the interquartile range (the middle half of the slices).\n\n")
@@ -342,6 +345,16 @@ func cpuSliceCount(res *results) int {
 		n = max(n, len(row.Runs[cpuEdgelimit]))
 	}
 	return n
+}
+
+// cpuSliceLength is how long a slice of the rows ran.
+func cpuSliceLength(res *results) time.Duration {
+	for _, row := range res.CPU {
+		if row.Slice > 0 {
+			return row.Slice
+		}
+	}
+	return cpuSlice
 }
 
 // cpuDenied is the share of responses that were not 2xx, over all runs.

@@ -24,7 +24,8 @@
 //	cpu       CPU time per request of the three Caddy binaries and two
 //	          controls (plain Caddy sending the same headers, edgelimit with
 //	          headers off), from utime+stime
-//	          of the server process over the requests it served)
+//	          of the server process over the requests it served; more
+//	          slices resolve finer: -cpu-slices 48 -cpu-slice 1s)
 //
 // The stages under wrk need it, stores needs redis-server: it installs
 // Debian's packages when they are missing.
@@ -69,7 +70,12 @@ func main() {
 	only := flag.String("only", "", "comma-separated stages to run ("+strings.Join(stages, ",")+"); the rest come from results/")
 	quick := flag.Bool("quick", false, "one short run of everything: checks the harness, figures not fit to publish")
 	out := flag.String("out", "../../BENCHMARKS.md", "the file whose generated section is rewritten")
+	cpuN := flag.Int("cpu-slices", cpuSlices, "cpu stage: slices each server of a row gets")
+	cpuD := flag.Duration("cpu-slice", cpuSlice, "cpu stage: the length of a slice (whole seconds: wrk's -d)")
 	flag.Parse()
+	if *cpuN < 1 || *cpuD < time.Second || *cpuD%time.Second != 0 {
+		log.Fatalf("-cpu-slices %d -cpu-slice %v: at least one slice, of whole seconds", *cpuN, *cpuD)
+	}
 	log.SetFlags(log.Ltime)
 
 	run := map[string]bool{}
@@ -195,7 +201,7 @@ func main() {
 	}
 	if run["cpu"] {
 		stage(res.Took, "cpu", func() (err error) {
-			res.CPU, err = runCPU(binDir, work, *quick)
+			res.CPU, err = runCPU(binDir, work, *quick, *cpuN, *cpuD)
 			return err
 		})
 	}

@@ -263,8 +263,8 @@ func blockFromCluster(rule uint64, key string, until time.Time, offences int) {
 		return
 	}
 	now := time.Now()
-	if lifted.stale(name, key, until) {
-		return // a lifted block, in a report sent before the lift
+	if lifted.stale(name, key, b.StartOf(until, offences), now) {
+		return // a block begun before the lift, in a report sent before it
 	}
 	if b.MergeAt(key, until, offences, now) && lim != nil && until.After(now) {
 		lim.MarkSpent(key)
@@ -272,50 +272,56 @@ func blockFromCluster(rule uint64, key string, until time.Time, offences int) {
 }
 
 // liftedBlocks remembers the blocks lifted (by the admin API, here or on
-// another node) until they would have ended: a report the block's node
-// sent before it withdrew the block can arrive after the reset, and must
-// not put it back. Bounded: past maxLifted running entries, a lift is not
-// remembered (the block may then come back once, until it ends).
+// another node), and when, until the lifted block would have ended: a
+// report sent before the lift reached its node can arrive after the reset
+// and must not put a block back, neither the lifted one nor another
+// node's own block of the key begun before the lift (it may end later).
+// Bounded: past maxLifted running entries, a lift is not remembered (the
+// block may then come back once, until it ends).
 type liftedBlocks struct {
 	mu    sync.Mutex
-	until map[blockID]time.Time
+	lifts map[blockID]lift
 }
+
+// lift is when a key's block was lifted here, and how long to remember it.
+type lift struct{ at, until time.Time }
 
 // blockID is a key of a rule, by name.
 type blockID struct{ rule, key string }
 
 const maxLifted = 10_000
 
-var lifted = liftedBlocks{until: map[blockID]time.Time{}}
+var lifted = liftedBlocks{lifts: map[blockID]lift{}}
 
-// remember records that the block of key, ending at until, was lifted.
-func (l *liftedBlocks) remember(rule, key string, until time.Time) {
+// remember records that the block of key, ending at until, was lifted at
+// now.
+func (l *liftedBlocks) remember(rule, key string, until, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.until) >= maxLifted {
-		now := time.Now()
-		for id, u := range l.until {
-			if !u.After(now) {
-				delete(l.until, id)
+	if len(l.lifts) >= maxLifted {
+		for id, x := range l.lifts {
+			if !x.until.After(now) {
+				delete(l.lifts, id)
 			}
 		}
-		if len(l.until) >= maxLifted {
+		if len(l.lifts) >= maxLifted {
 			return
 		}
 	}
-	l.until[blockID{rule, key}] = until
+	l.lifts[blockID{rule, key}] = lift{at: now, until: until}
 }
 
-// stale reports whether a block of key ending at until was lifted.
-func (l *liftedBlocks) stale(rule, key string, until time.Time) bool {
+// stale reports whether a block of key that began at started, told at
+// now, began before a lift of the key remembered here.
+func (l *liftedBlocks) stale(rule, key string, started, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	u, ok := l.until[blockID{rule, key}]
-	if ok && !u.After(time.Now()) {
-		delete(l.until, blockID{rule, key})
+	x, ok := l.lifts[blockID{rule, key}]
+	if ok && !x.until.After(now) {
+		delete(l.lifts, blockID{rule, key})
 		return false
 	}
-	return ok && !until.After(u)
+	return ok && !started.After(x.at)
 }
 
 // liftLocal lifts a key's block on this node (the admin API's DELETE, here
@@ -326,7 +332,7 @@ func liftLocal(e ruleEntry, key string) bool {
 	}
 	if b, ok := e.blocks.InfoAt(key, time.Now()); ok && e.clustered() {
 		// the block as reports carry it: to the millisecond, rounded up
-		lifted.remember(e.name, key, time.UnixMilli(b.Until.Add(time.Millisecond-1).UnixMilli()))
+		lifted.remember(e.name, key, time.UnixMilli(b.Until.Add(time.Millisecond-1).UnixMilli()), time.Now())
 	}
 	return e.blocks.Lift(key)
 }

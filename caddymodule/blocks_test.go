@@ -358,3 +358,29 @@ func TestCountStatusRedisDown(t *testing.T) {
 		}
 	}
 }
+
+// A lift keeps out every block of the key begun before it, whichever
+// node made it and however late it ends (a report sent before the reset
+// reached that node), takes a block begun after it, and is forgotten
+// when the lifted block would have ended.
+func TestLiftedBlocksStale(t *testing.T) {
+	l := liftedBlocks{lifts: map[blockID]lift{}}
+	at := time.Unix(1_000_000, 0)
+	l.remember("api", "k", at.Add(time.Minute), at)
+	soon := at.Add(100 * time.Millisecond)
+	for _, c := range []struct {
+		key           string
+		started, told time.Time
+		stale         bool
+	}{
+		{"k", at.Add(-time.Second), soon, true}, // begun before the lift: stale, even ending later
+		{"k", at, soon, true},
+		{"k", at.Add(time.Millisecond), soon, false}, // a new offence after the lift
+		{"other", at.Add(-time.Second), soon, false},
+		{"k", at.Add(-time.Second), at.Add(time.Minute), false}, // the lift forgotten
+	} {
+		if got := l.stale("api", c.key, c.started, c.told); got != c.stale {
+			t.Errorf("%s begun %v, told %v: stale %v, want %v", c.key, c.started.Sub(at), c.told.Sub(at), got, c.stale)
+		}
+	}
+}

@@ -213,6 +213,13 @@ func (b *Blocks) MergeAt(key string, until time.Time, offences int, now time.Tim
 	return changed
 }
 
+// StartOf is when a block ending at until, a key's offences-th, began:
+// until less the duration of that block (a cluster's node, told of a
+// block, tells whether it began before a lift it saw).
+func (b *Blocks) StartOf(until time.Time, offences int) time.Time {
+	return until.Add(-time.Duration(b.durations[min(max(offences, 1), len(b.durations))-1]))
+}
+
 // Lift forgets key's block and offences (the admin API's DELETE), and
 // reports whether it had any.
 func (b *Blocks) Lift(key string) bool {

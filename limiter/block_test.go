@@ -282,3 +282,18 @@ func BenchmarkBlockedAtNone(b *testing.B) {
 		bl.BlockedAt("10.0.0.1", base)
 	}
 }
+
+// A block's start is its end less the duration of that offence's block,
+// the last duration repeating.
+func TestBlocksStartOf(t *testing.T) {
+	b, err := NewBlocks([]time.Duration{time.Minute, 10 * time.Minute}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Unix(1_000_000, 0)
+	for offences, want := range []time.Duration{time.Minute, time.Minute, 10 * time.Minute, 10 * time.Minute} {
+		if got := until.Sub(b.StartOf(until, offences)); got != want {
+			t.Errorf("offence %d: began %v before its end, want %v", offences, got, want)
+		}
+	}
+}

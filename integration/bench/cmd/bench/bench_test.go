@@ -132,16 +132,17 @@ func TestSpliceReport(t *testing.T) {
 	}
 }
 
-// TestParseStatCPU: utime and stime are fields 14 and 15, counted after
-// the command, which may hold spaces and parentheses.
-func TestParseStatCPU(t *testing.T) {
-	stat := "4242 (caddy (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 37 0 0 20 0 9 0 123 0 0\n"
-	got, err := parseStatCPU(stat, 10*time.Millisecond)
-	if err != nil || got != 2870*time.Millisecond {
-		t.Errorf("parseStatCPU = %v, %v; want 2.87s", got, err)
+// TestParseSchedstat: a thread's time on a core is the first of
+// schedstat's three fields, in ns.
+func TestParseSchedstat(t *testing.T) {
+	got, err := parseSchedstat("2870000123 4000 1200\n")
+	if err != nil || got != 2870000123*time.Nanosecond {
+		t.Errorf("parseSchedstat = %v, %v; want 2.870000123s", got, err)
 	}
-	if _, err := parseStatCPU("4242 (caddy) S 1", 10*time.Millisecond); err == nil {
-		t.Error("parseStatCPU accepted a short line")
+	for _, bad := range []string{"", "12 3", "x 1 2", "-5 1 2"} {
+		if _, err := parseSchedstat(bad); err == nil {
+			t.Errorf("parseSchedstat accepted %q", bad)
+		}
 	}
 }
 
@@ -160,7 +161,7 @@ func TestQuartiles(t *testing.T) {
 			t.Errorf("quartiles(%v) = %v, %v; want %v, %v", c.vs, q1, q3, c.q1, c.q3)
 		}
 	}
-	if got := percent([]float64{1.01, 1.02, 1.03, 1.04}); got != "**+2.5%** (+1.5% – +3.5%)" {
-		t.Errorf("percent = %q", got)
+	if got := meanFigure([]float64{1.01, 1.02, 1.03, 1.04}); got != "**+2.5%** ± 1.3%" {
+		t.Errorf("meanFigure = %q", got)
 	}
 }

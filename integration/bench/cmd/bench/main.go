@@ -21,11 +21,11 @@
 //	boundary  the most each algorithm admits within one window to a client
 //	          timing its bursts at the windows' edges, and what an honest
 //	          client sending at the limit's rate gets
-//	cpu       CPU time per request of the three Caddy binaries and two
-//	          controls (plain Caddy sending the same headers, edgelimit with
-//	          headers off), from utime+stime
-//	          of the server process over the requests it served; more
-//	          slices resolve finer: -cpu-slices 48 -cpu-slice 1s)
+//	cpu       CPU time per request of the three Caddy binaries and three
+//	          controls (a second plain Caddy, plain Caddy sending the same
+//	          headers, edgelimit with headers off), each loaded at once
+//	          with plain Caddy on one core, from the servers' schedstat
+//	          over the requests they served (-cpu-slices, -cpu-slice)
 //
 // The stages under wrk need it, stores needs redis-server: it installs
 // Debian's packages when they are missing.

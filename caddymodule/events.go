@@ -29,6 +29,9 @@ const exceededEvent = "rate_limit_exceeded"
 // the client's country only for a rule with geo_multiplier. A denial that
 // is served (shadow) logs and emits nothing else.
 func (h *Handler) logDenial(ru *rule, q *request, key string, d *limiter.Decision, shadow bool) {
+	if !h.denials.Core().Enabled(zap.InfoLevel) { // no entry, no clock read, at level WARN and above
+		return
+	}
 	msg := "rate limit exceeded"
 	if shadow {
 		msg = "rate limit exceeded (shadow: served)"

@@ -34,16 +34,23 @@ const statusClientClosed = 499
 // took for the request is given back, and the request is answered 429.
 // Otherwise it is held for the longest leaky-bucket delay, then passed on.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	var holds heldPlaces    // the leaky-bucket places held: given up after the delay at the latest
+	var slots inFlightSlots // max_concurrent's places: given up when the chain returns (concurrency.go)
+	defer func() {          // on every way out; one defer, a function of one return, is open-coded
+		slots.release()
+		holds.release()
+	}()
+	return h.serve(w, r, next, &holds, &slots)
+}
+
+// serve is ServeHTTP, the places it holds released by its caller.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, holds *heldPlaces, slots *inFlightSlots) error {
 	h.app.commit()
 	q := readRequest(r, time.Now())
 	var took takings // this handler's rules decided so far
 	var delay time.Duration
-	var timed bool // one decision in decisionSample: time the request
-	var holds heldPlaces
-	defer holds.release()  // on every way out; after the delay at the latest
+	var timed bool         // one decision in decisionSample: time the request
 	var after afterCharges // units to take once the response is known (after.go)
-	var slots inFlightSlots
-	defer slots.release() // max_concurrent: when the chain returns (concurrency.go)
 	for _, ru := range h.rules {
 		f, use, err := ru.factsOf(h.app, &q)
 		if err != nil {
@@ -58,7 +65,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return h.refuseBlocked(ru, w, &q, f, ru.blockedWait(h.app, f, q.now, until))
 		}
 		if ru.conc != nil && ru.ConcurrentOnly() {
-			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
+			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, slots); stop {
 				return err
 			}
 			continue
@@ -117,7 +124,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			delay = max(delay, d.Delay)
 		}
 		if ru.conc != nil {
-			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, &slots); stop {
+			if stop, err := h.serveConcurrent(ru, w, &q, f, &took, slots); stop {
 				return err
 			}
 		}

@@ -136,10 +136,10 @@ func main() {
 	res.Env.Quick = *quick
 
 	e2e := e2eConfig{Rounds: 3, Duration: 3 * time.Second, Warm: time.Second}
-	count, benchtime := microCount, microBenchtime
+	count, rounds, benchtime := microCount, microRounds, microBenchtime
 	if *quick {
 		e2e = e2eConfig{Rounds: 1, Duration: time.Second, Warm: time.Second}
-		count, benchtime = "1", "50ms"
+		count, rounds, benchtime = "1", 1, "50ms"
 	}
 
 	switch {
@@ -150,7 +150,7 @@ func main() {
 	}
 	if run["micro"] {
 		stage(res.Took, "micro", func() (err error) {
-			res.Micro, err = microLimiters(count, benchtime).run()
+			res.Micro, err = microLimiters(benchtime).runRounds(rounds)
 			if err != nil {
 				return err
 			}

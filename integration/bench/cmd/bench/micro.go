@@ -100,16 +100,43 @@ func spread(vs []float64) (lo, hi float64) {
 	return slices.Min(vs), slices.Max(vs)
 }
 
-// How often and how long each microbenchmark runs: medians of five.
+// How often and how long each microbenchmark runs: medians of five (the
+// limiters' in five rounds, the handler's by -count).
 const (
 	microCount     = "5"
+	microRounds    = 5
 	microBenchtime = "300ms"
 )
 
 // microLimiters is the limiter microbenchmarks of package limiters, but
-// for BenchmarkBytesPerKey (microBytes).
-func microLimiters(count, benchtime string) goBench {
-	return goBench{Dir: ".", Args: []string{"-run", "^$", "-bench", "HotKey|Uniform1M|Zipf1M", "-benchmem", "-count", count, "-benchtime", benchtime, "./limiters"}}
+// for BenchmarkBytesPerKey (microBytes): one run of each, to be run in
+// rounds (runRounds).
+func microLimiters(benchtime string) goBench {
+	return goBench{Dir: ".", Args: []string{"-run", "^$", "-bench", "HotKey|Uniform1M|Zipf1M", "-benchmem", "-count", "1", "-benchtime", benchtime, "./limiters"}}
+}
+
+// runRounds runs b rounds times and collects every figure. A benchmark's
+// -count runs one after the other, so a contender's runs would share
+// whatever the host did meanwhile (two Ps on one hot key move by 2–3×
+// from minute to minute on this repository's VMs); a round runs every
+// contender once, so each contender's runs spread over the same minutes.
+func (b goBench) runRounds(rounds int) (benchResults, error) {
+	all := benchResults{}
+	for range rounds {
+		res, err := b.run()
+		if err != nil {
+			return nil, err
+		}
+		for name, units := range res {
+			if all[name] == nil {
+				all[name] = map[string][]float64{}
+			}
+			for unit, vs := range units {
+				all[name][unit] = append(all[name][unit], vs...)
+			}
+		}
+	}
+	return all, nil
 }
 
 // microBytes measures each store's heap per key: deterministic, so once.

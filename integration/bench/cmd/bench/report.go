@@ -229,10 +229,10 @@ func microSection(p printer, res *results) {
 	if len(res.Micro) == 0 {
 		return
 	}
-	p("### Limiter microbenchmarks\n\n```\n%s\n%s\n```\n\n", microLimiters(microCount, microBenchtime).command("integration/bench"), microBytes().command("integration/bench"))
+	p("### Limiter microbenchmarks\n\n```\nfor round in $(seq %d); do %s; done\n%s\n```\n\n", microRounds, microLimiters(microBenchtime).command("integration/bench"), microBytes().command("integration/bench"))
 	p("One harness for every contender (`integration/bench/limiters`): a limit every request passes, so the whole decision runs and state is written; ")
 	p("the time is passed in where the API takes it. Hot key and 1M keys run under `b.RunParallel` on 2 Ps. ")
-	p("Median of the runs, with the range. B/key: live heap after 1,000,000 keys, after a GC, over 1e6.\n\n")
+	p("Median of the runs, with the range; the runs are %d rounds, each running every contender once, so that each contender's runs spread over the same minutes. B/key: live heap after 1,000,000 keys, after a GC, over 1e6.\n\n", microRounds)
 	p("| contender |")
 	for _, s := range microShapes {
 		p(" %s |", s.title)

@@ -395,16 +395,7 @@ func (p *caddyProc) get(t *testing.T, path string, headers ...string) (int, http
 		req.Host = p.host
 	}
 	addHeaders(req, headers)
-	resp, err := p.client.Do(req)
-	if err != nil && p.reloaded && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
-		// A connection accepted by the old server as it stopped (Caddy's
-		// listeners are shared across a reload) closes unanswered: the
-		// request never reached a handler, so try it once more. (Had it
-		// been counted, the exact counts asserted after reloads would
-		// show it.)
-		t.Logf("GET %s after a reload: %v; retrying once", path, err)
-		resp, err = p.client.Do(req)
-	}
+	resp, err := p.send(t, req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -414,6 +405,21 @@ func (p *caddyProc) get(t *testing.T, path string, headers ...string) (int, http
 		t.Fatalf("GET %s: reading body: %v", path, err)
 	}
 	return resp.StatusCode, resp.Header, string(body)
+}
+
+// send sends req, a request without a body. A connection accepted by the
+// old server as it stopped (Caddy's listeners are shared across a
+// reload) closes unanswered: the request never reached a handler, so
+// after a reload it is tried once more. (Had it been counted, the exact
+// counts asserted after reloads would show it.)
+func (p *caddyProc) send(t *testing.T, req *http.Request) (*http.Response, error) {
+	t.Helper()
+	resp, err := p.client.Do(req)
+	if err != nil && p.reloaded && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		t.Logf("%s %s after a reload: %v; retrying once", req.Method, req.URL.Path, err)
+		resp, err = p.client.Do(req)
+	}
+	return resp, err
 }
 
 // addHeaders adds name, value pairs to req; "Host" sets req.Host.

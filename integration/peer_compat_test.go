@@ -50,7 +50,7 @@ func (p *caddyProc) do(t *testing.T, method, path string) (int, http.Header) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := p.client.Do(req)
+	resp, err := p.send(t, req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

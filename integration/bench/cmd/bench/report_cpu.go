@@ -50,7 +50,7 @@ func cpuSection(p printer, res *results) {
 	allowing, denying := byName[cpuScenarios()[0].Name], byName[cpuScenarios()[1].Name]
 	if a, d := cpuOver(allowing, cpuEdgelimit), cpuOver(denying, cpuEdgelimit); len(a) > 0 && len(d) > 0 {
 		p("\nOne key, edgelimit, over plain Caddy serving \"ok\" beside it (targets: at most +3%% when allowing; a denial cheaper than an allowed request): ")
-		p("an allowed request %s, a denied one %s; in µs, medians, %s allowed and %s denied.\n",
+		p("an allowed request %s, a denied one %s. In µs, medians, %s allowed and %s denied; the two rows ran apart, each beside its own plain Caddy, so only the ratios compare.\n",
 			meanFigure(a), meanFigure(d), num(median(cpuPer(allowing.Runs[cpuEdgelimit]))), num(median(cpuPer(denying.Runs[cpuEdgelimit]))))
 	}
 	p("\n")

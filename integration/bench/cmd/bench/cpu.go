@@ -218,10 +218,9 @@ func rateLimitHeaders(url string) (http.Header, error) {
 // measurePair loads a at urlA and b at urlB together for d, a wrk process
 // each on core 1, and measures each server's CPU time over it.
 func measurePair(a, b *server, urlA, urlB, dir string, sc scenario, d time.Duration) (cpuRun, cpuRun, error) {
-	beforeA, errA := a.cpuTime()
-	beforeB, errB := b.cpuTime()
-	if errA != nil || errB != nil {
-		return cpuRun{}, cpuRun{}, fmt.Errorf("cpu time: %v, %v", errA, errB)
+	before, err := cpuTimes(a, b)
+	if err != nil {
+		return cpuRun{}, cpuRun{}, err
 	}
 	type loaded struct {
 		r   wrkResult
@@ -234,9 +233,8 @@ func measurePair(a, b *server, urlA, urlB, dir string, sc scenario, d time.Durat
 	}()
 	rb, errB := runWrkURL(urlB, dir, sc.Script, d, 1, loadConns)
 	la := <-done
-	afterA, errA2 := a.cpuTime()
-	afterB, errB2 := b.cpuTime()
-	for _, err := range []error{la.err, errB, errA2, errB2} {
+	after, err := cpuTimes(a, b)
+	for _, err := range []error{la.err, errB, err} {
 		if err != nil {
 			return cpuRun{}, cpuRun{}, err
 		}
@@ -244,11 +242,24 @@ func measurePair(a, b *server, urlA, urlB, dir string, sc scenario, d time.Durat
 	if la.r.Errors > 0 || rb.Errors > 0 {
 		return cpuRun{}, cpuRun{}, fmt.Errorf("%d and %d socket errors", la.r.Errors, rb.Errors)
 	}
-	if afterA < beforeA || afterB < beforeB {
+	if after[0] < before[0] || after[1] < before[1] {
 		return cpuRun{}, cpuRun{}, fmt.Errorf("a server's CPU time went down (a thread exited)")
 	}
-	return cpuRun{Requests: la.r.Requests, Denied: la.r.Denied, CPU: afterA - beforeA},
-		cpuRun{Requests: rb.Requests, Denied: rb.Denied, CPU: afterB - beforeB}, nil
+	return cpuRun{Requests: la.r.Requests, Denied: la.r.Denied, CPU: after[0] - before[0]},
+		cpuRun{Requests: rb.Requests, Denied: rb.Denied, CPU: after[1] - before[1]}, nil
+}
+
+// cpuTimes is each server's cpuTime, in order.
+func cpuTimes(servers ...*server) ([]time.Duration, error) {
+	ts := make([]time.Duration, len(servers))
+	for i, s := range servers {
+		t, err := s.cpuTime()
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = t
+	}
+	return ts, nil
 }
 
 // cpuTime is the server's time on a core so far, every thread's (taskset

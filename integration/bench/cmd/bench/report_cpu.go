@@ -130,12 +130,7 @@ func cpuSliceCount(res *results) int {
 
 // cpuSliceLength is how long a slice of the rows ran.
 func cpuSliceLength(res *results) time.Duration {
-	for _, row := range res.CPU {
-		if row.Slice > 0 {
-			return row.Slice
-		}
-	}
-	return cpuSlice
+	return res.CPU[0].Slice
 }
 
 // cpuDenied is the share of responses that were not 2xx, over all runs.

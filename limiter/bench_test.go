@@ -129,6 +129,17 @@ func BenchmarkNewKeysEvicting(b *testing.B) {
 	floodLoop(b, l, keys)
 }
 
+// A flood of new keys through a full sliding-log Limiter: every request
+// evicts one, and each key's log holds one event.
+func BenchmarkNewKeysEvictingSlidingLog(b *testing.B) {
+	l := mustNew(b, Config{Algorithm: SlidingLog, Limits: []Limit{{100, time.Minute}}, MaxKeys: 100_000})
+	keys := floodKeys()
+	for i := range 200_000 {
+		l.AllowAt(keys[i], base, 1)
+	}
+	floodLoop(b, l, keys)
+}
+
 // The worst case of spent keys for eviction: every shard full of spent
 // keys, and a flood of new keys, each of which evicts the last one (the
 // only key not spent), wherever the hand finds it.

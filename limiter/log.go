@@ -7,12 +7,17 @@ type event struct {
 	units int64
 }
 
-// eventLog is a key's sliding log: a ring of events, oldest first, grown
-// on demand and never much beyond the limit (each event holds at least one
-// unit, but for one left by a refund, and the units held never exceed the
-// limit). An emptied log gives its memory back.
+// eventLog is a key's sliding log: its events, oldest first. A log of at
+// most one event keeps it in one, and allocates nothing: a key sent once
+// (every key of a flood of one-shot keys) never has a ring. The second
+// event moves the log into a ring, buf, grown on demand and never much
+// beyond the limit
+// (each event holds at least one unit, but for one left by a refund, and
+// the units held never exceed the limit). An emptied log gives its memory
+// back.
 type eventLog struct {
-	buf   []event
+	buf   []event // the ring; nil while the log holds at most one event, in one
+	one   event   // the event of a log without a ring
 	head  int32
 	n     int32
 	total int64 // units held
@@ -21,9 +26,13 @@ type eventLog struct {
 // shrinkAbove is the ring size above which an emptied log frees its buffer.
 const shrinkAbove = 16
 
-// at is event i of the log (0 ≤ i < len(buf)): head+i wraps at most once,
-// so a subtraction does what a modulo (a division) would.
+// at is event i of the log (0 ≤ i < n, or i = n < len(buf) for the slot a
+// push fills): head+i wraps at most once, so a subtraction does what a
+// modulo (a division) would.
 func (l *eventLog) at(i int32) *event {
+	if l.buf == nil {
+		return &l.one
+	}
 	j := int(l.head) + int(i)
 	if j >= len(l.buf) {
 		j -= len(l.buf)
@@ -41,6 +50,9 @@ func (l *eventLog) drop(k int32, held int64) {
 	l.total = held
 	if l.n == 0 && len(l.buf) > shrinkAbove {
 		*l = eventLog{}
+		return
+	}
+	if l.buf == nil { // k was 0, or the one event, now gone
 		return
 	}
 	if l.head += k; int(l.head) >= len(l.buf) {
@@ -79,20 +91,25 @@ func (l *eventLog) push(t, units int64) {
 			return
 		}
 	}
-	if int(l.n) == len(l.buf) {
+	if l.buf == nil && l.n == 0 {
+		l.one, l.n = event{at: t, units: units}, 1
+		return
+	}
+	if l.buf == nil || int(l.n) == len(l.buf) { // the one event and a second, or a full ring
 		l.grow()
 	}
 	*l.at(l.n) = event{at: t, units: units}
 	l.n++
 }
 
-// grow doubles the ring, unrolled so the oldest event comes first.
+// grow doubles the ring (makes one of 4 for a log of one event), unrolled
+// so the oldest event comes first.
 func (l *eventLog) grow() {
 	buf := make([]event, max(4, 2*len(l.buf)))
 	for i := int32(0); i < l.n; i++ {
 		buf[i] = *l.at(i)
 	}
-	l.buf, l.head = buf, 0
+	l.buf, l.head, l.one = buf, 0, event{}
 }
 
 // unpush takes back units from the newest events (a refund). The newest

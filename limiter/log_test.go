@@ -65,12 +65,44 @@ func TestSlidingLogEvents(t *testing.T) {
 	if log := logOf(t, l, "k"); log.n != 101 {
 		t.Fatalf("a request of cost 0 expired events: %d left", log.n)
 	}
-	// all expire when the next unit is taken: the grown ring is given back
+	// all expire when the next unit is taken: the grown ring is given
+	// back, and the one event left needs none
 	if d := l.AllowAt("k", later, 1); d.Quotas[0].Remaining != 999 {
 		t.Fatalf("Remaining = %d, want 999", d.Quotas[0].Remaining)
 	}
-	if log := logOf(t, l, "k"); len(log.buf) != 4 || log.n != 1 || log.total != 1 {
+	if log := logOf(t, l, "k"); log.buf != nil || log.n != 1 || log.total != 1 {
 		t.Fatalf("expired log keeps %d slots, %d events, %d units", len(log.buf), log.n, log.total)
+	}
+}
+
+// A log of one event keeps it in the log itself; the second event moves
+// both into a ring of 4, oldest first, and the log reads the same.
+func TestSlidingLogOneEventInline(t *testing.T) {
+	var l eventLog
+	l.push(10, 2)
+	l.push(10, 1) // the same nanosecond: the same event
+	if l.buf != nil || l.n != 1 || l.total != 3 || *l.at(0) != (event{10, 3}) {
+		t.Fatalf("one event: %d slots, %d events, %d units, first %+v", len(l.buf), l.n, l.total, *l.at(0))
+	}
+	l.push(20, 1)
+	if len(l.buf) != 4 || l.n != 2 || l.total != 4 || *l.at(0) != (event{10, 3}) || *l.at(1) != (event{20, 1}) {
+		t.Fatalf("two events: %d slots, %d events, %d units, %+v %+v", len(l.buf), l.n, l.total, *l.at(0), *l.at(1))
+	}
+	l.unpush(1) // a refund of the newest: its time stays, in an event of no units
+	if l.n != 2 || l.total != 3 || l.newest() != 20 || l.at(1).units != 0 {
+		t.Fatalf("after the refund: %d events, %d units, newest %d", l.n, l.total, l.newest())
+	}
+
+	var m eventLog
+	m.push(10, 1)
+	m.expire(10) // the one event leaves
+	if m.n != 0 || m.total != 0 || m.newest() != -1<<63 {
+		t.Fatalf("expired: %d events, %d units, newest %d", m.n, m.total, m.newest())
+	}
+	m.push(30, 1)
+	m.unpush(1) // its time stays, in an event of no units
+	if m.buf != nil || m.n != 1 || m.total != 0 || m.newest() != 30 {
+		t.Fatalf("refunded: %d slots, %d events, %d units, newest %d", len(m.buf), m.n, m.total, m.newest())
 	}
 }
 

@@ -11,10 +11,9 @@ type event struct {
 // most one event keeps it in one, and allocates nothing: a key sent once
 // (every key of a flood of one-shot keys) never has a ring. The second
 // event moves the log into a ring, buf, grown on demand and never much
-// beyond the limit
-// (each event holds at least one unit, but for one left by a refund, and
-// the units held never exceed the limit). An emptied log gives its memory
-// back.
+// beyond the limit (each event holds at least one unit, but for one left
+// by a refund, and the units held never exceed the limit). An emptied log
+// gives its memory back.
 type eventLog struct {
 	buf   []event // the ring; nil while the log holds at most one event, in one
 	one   event   // the event of a log without a ring
@@ -52,7 +51,10 @@ func (l *eventLog) drop(k int32, held int64) {
 		*l = eventLog{}
 		return
 	}
-	if l.buf == nil { // k was 0, or the one event, now gone
+	if l.buf == nil { // k was 0, or the one event is gone: no trace of it kept
+		if l.n == 0 {
+			l.one = event{}
+		}
 		return
 	}
 	if l.head += k; int(l.head) >= len(l.buf) {

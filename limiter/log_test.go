@@ -96,7 +96,7 @@ func TestSlidingLogOneEventInline(t *testing.T) {
 	var m eventLog
 	m.push(10, 1)
 	m.expire(10) // the one event leaves
-	if m.n != 0 || m.total != 0 || m.newest() != -1<<63 {
+	if m.n != 0 || m.total != 0 || m.one != (event{}) || m.newest() != -1<<63 {
 		t.Fatalf("expired: %d events, %d units, newest %d", m.n, m.total, m.newest())
 	}
 	m.push(30, 1)

@@ -45,28 +45,11 @@ type afterCharge struct {
 }
 
 // afterCharges are the charges of one handler's rules, on the stack.
-type afterCharges struct {
-	buf  [2]afterCharge
-	n    int
-	more []afterCharge
-}
+type afterCharges = inline[afterCharge]
 
-// add records the charge of ru, whose check v allowed f.
-func (c *afterCharges) add(ru *rule, f facts, v *verdict) {
-	x := afterCharge{ru: ru, key: f.key, cost: f.cost, scale: v.scale, store: ru.store != nil && v.from == fromStore}
-	if c.n < len(c.buf) {
-		c.buf[c.n] = x
-	} else {
-		c.more = append(c.more, x)
-	}
-	c.n++
-}
-
-func (c *afterCharges) all() []afterCharge {
-	if c.n <= len(c.buf) {
-		return c.buf[:c.n]
-	}
-	return append(c.buf[:], c.more...)
+// charge is the charge of ru, whose check v allowed f.
+func (v *verdict) charge(ru *rule, f facts) afterCharge {
+	return afterCharge{ru: ru, key: f.key, cost: f.cost, scale: v.scale, store: ru.store != nil && v.from == fromStore}
 }
 
 // reserveFacts takes f's reservation before the request: the rule's

@@ -11,21 +11,16 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/limiter"
 )
-
-// abnormalUsage is the problem type of a refusal by a block.
-const abnormalUsage = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 
 // blockedEvent is the Caddy event emitted when a block starts.
 const blockedEvent = "rate_limit_blocked"
@@ -205,46 +200,6 @@ func (h *Handler) blockStarted(ru *rule, q *request, key string, until time.Time
 		data["key"] = shownKey(key)
 	}
 	h.events.Emit(h.ctx, blockedEvent, data)
-}
-
-// refuseBlocked answers a request of a blocked key, rest before the block
-// ends: 429, Retry-After the rest, RateLimit r=0, no units taken and no
-// decision made; with problem_json the type is abnormal-usage-detected.
-func (h *Handler) refuseBlocked(ru *rule, w http.ResponseWriter, q *request, f facts, rest time.Duration) error {
-	secs := max(1, ceilSeconds(rest))
-	ru.stats.decided(f.key, f.cost, false, false)
-	var d limiter.Decision
-	d.Len = len(ru.Limits)
-	for i, l := range ru.Limits {
-		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, f.scale), Window: time.Duration(l.Window), Reset: rest, Effective: rest}
-	}
-	ru.setHeaders(w.Header(), &d)
-	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	setRefusal(q.r, q.repl, refusal{rule: ru.Name, key: shownKey(f.key), retryAfterSec: secs})
-	if ru.ProblemJSON {
-		return writeProblemBody(w, problem{
-			Type:             abnormalUsage,
-			Title:            "Request not satisfied due to detected abnormal usage",
-			Status:           http.StatusTooManyRequests,
-			Detail:           "Blocked; retry in " + strconv.FormatInt(secs, 10) + " seconds.",
-			ViolatedPolicies: ru.policies,
-		})
-	}
-	if !hasErrorRoutes(q.r) {
-		w.WriteHeader(http.StatusTooManyRequests)
-		return nil
-	}
-	return caddyhttp.Error(http.StatusTooManyRequests, errBlocked{ru.Name, secs})
-}
-
-// errBlocked is the error of a request refused by a block.
-type errBlocked struct {
-	rule string
-	secs int64
-}
-
-func (e errBlocked) Error() string {
-	return "rate limit " + e.rule + ": key blocked; retry in " + strconv.FormatInt(e.secs, 10) + "s"
 }
 
 // blockFromCluster takes a block another node made (gossip's OnBlock):

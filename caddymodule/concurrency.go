@@ -10,13 +10,11 @@ package caddymodule
 // WebSocket through reverse_proxy) closed.
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"time"
 
 	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/limiter"
@@ -132,21 +130,13 @@ func (ru *rule) setConcurrentHeaders(h http.Header, n, free int64) {
 // inFlightSlots are the places a request holds in its rules'
 // max_concurrent, released together when the handler returns.
 type inFlightSlots struct {
-	buf  [2]limiter.Slot
-	n    int
-	more []limiter.Slot // past len(buf)
-
+	inline[limiter.Slot]
 	leases []heldLease // store redis (concurrency_store.go)
 }
 
 // release gives every place back; a second call does nothing.
 func (s *inFlightSlots) release() {
-	for i := range min(s.n, len(s.buf)) {
-		s.buf[i].Release()
-	}
-	for i := range s.more {
-		s.more[i].Release()
-	}
+	s.each(func(sl *limiter.Slot) { sl.Release() })
 	for _, l := range s.leases {
 		l.release()
 	}
@@ -215,21 +205,15 @@ func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFli
 	if sh != nil && !tracked && 2*inFlight >= capSlots {
 		sh.Track(c.hash, f.key, uint32(min(n, math.MaxUint32)))
 	}
-	if slots.n < len(slots.buf) {
-		slots.buf[slots.n] = slot
-	} else {
-		slots.more = append(slots.more, slot)
-	}
-	slots.n++
+	slots.add(slot)
 	ru.setConcurrentHeaders(hdr, n, capSlots-inFlight)
 	return concAdmitted, n
 }
 
-// serveConcurrent applies ru's max_concurrent to a request its limits
-// (if any) passed, took being what the request took so far (this rule's
-// units included). On a refusal it gives that back and answers: stop is
-// true, and err is ServeHTTP's return.
-func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f facts, took *takings, slots *inFlightSlots) (stop bool, err error) {
+// concurrent applies ru's max_concurrent to a request its limits (if
+// any) passed: its place is taken and kept in slots, or the rule refuses
+// the request (refused), x saying why.
+func (h *Handler) concurrent(ru *rule, w http.ResponseWriter, q *request, f facts, slots *inFlightSlots) (x refusal, refused bool) {
 	out, n := ru.admit(h.app, q, w.Header(), f, slots)
 	cost := f.cost // beside limits, the request passed them: one decision of both
 	if ru.ConcurrentOnly() {
@@ -238,41 +222,19 @@ func (h *Handler) serveConcurrent(ru *rule, w http.ResponseWriter, q *request, f
 	ru.stats.decided(f.key, cost, out == concAdmitted, ru.Shadow)
 	switch out {
 	case concAdmitted:
-		return false, nil
+		return x, false
 	case concShadow:
 		ru.setConcurrentHeaders(w.Header(), n, 0)
-		h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: 1e9}, true)
-		return false, nil
+		h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: time.Second}, true)
+		return x, false
 	case concClientGone:
-		slots.release()
-		h.undo(w.Header(), q.r, took, q.now)
-		return true, caddyhttp.Error(statusClientClosed, q.r.Context().Err())
+		return clientGoneRefusal(q.r), true
 	case concUnavailable:
-		slots.release()
-		h.undo(w.Header(), q.r, took, q.now)
-		return true, ru.unavailable(w)
+		return refusal{why: refusedUnavailable, ru: ru, f: f}, true
+	case concFull:
+		return refusal{why: refusedFull, ru: ru, f: f, n: n}, true
 	}
-	slots.release() // this handler's, at once; an earlier handler's when it returns
-	h.undo(w.Header(), q.r, took, q.now)
-	ru.setConcurrentHeaders(w.Header(), n, 0)
-	w.Header().Set("Retry-After", "1")
-	setRefusal(q.r, q.repl, refusal{rule: ru.Name, key: shownKey(f.key), retryAfterSec: 1})
-	h.logDenial(ru, q, f.key, &limiter.Decision{RetryAfter: 1e9}, false)
-	h.emitDenial(ru, q, f.key, 1)
-	status := http.StatusTooManyRequests
-	if out == concFull {
-		status = http.StatusServiceUnavailable
-	}
-	switch {
-	case ru.ProblemJSON && status == http.StatusServiceUnavailable:
-		return true, writeUnavailable(w, 1)
-	case ru.ProblemJSON:
-		return true, writeProblem(w, []string{ru.conc.name}, 1)
-	case !hasErrorRoutes(q.r):
-		w.WriteHeader(status)
-		return true, nil
-	}
-	return true, caddyhttp.Error(status, fmt.Errorf("rate limit %s: max_concurrent %d in flight; retry in 1s", ru.Name, ru.MaxConcurrent))
+	return refusal{why: refusedConcurrent, ru: ru, f: f, n: n}, true
 }
 
 // concurrentRule is a rule's concurrency side in the cluster's sharing.

@@ -18,29 +18,46 @@
 //
 // # Where things are
 //
-//   - handler.go (the Handler type, its Provision, Validate and Cleanup,
-//     and the per-rule warnings). A request goes down the files once:
-//     request.go resolves what each rule decides it by (the client
-//     address and the country once for all rules; a rule's key, cost and
-//     scale: its facts), serve.go decides it (in process, in the
-//     cluster's share, or in Redis through store.go) and answers it
-//     (headers.go, problem.go, and events.go for the denial's log line
-//     and Caddy event). keys.go, tiers.go, geo.go and jwt.go read the key
-//     sources, tiers, the country and verified tokens; ledger.go keeps
-//     what a request took, to give back when a later rule denies;
-//     proxies.go warns of a spoofable client address.
+// A request walks down the files once:
+//
+//   - handler.go: the Handler type, its Provision, Validate and Cleanup,
+//     and the per-rule warnings.
+//   - request.go: what each rule decides a request by (the client
+//     address and the country, once for all rules; a rule's match,
+//     exemption, key, cost and scale: its facts). keys.go, tiers.go,
+//     geo.go and jwt.go read the key sources, tiers, the country and
+//     verified tokens; proxies.go warns of a spoofable client address.
+//   - serve.go: ServeHTTP and the rule loop, one step a rule: a block in
+//     force (blocks.go), the decision (in process, in the cluster's share,
+//     or in Redis through store.go and store_nodes.go), the leaky bucket's
+//     hold, and max_concurrent's place (concurrency.go; in Redis,
+//     concurrency_store.go). What the request takes and holds is kept in
+//     small lists on its stack (inline.go); ledger.go keeps what it took
+//     across rate_limit handlers.
+//   - refuse.go: the loop's one refusal exit. Whatever the request took
+//     is given back (undo), then it is answered: headers (headers.go
+//     writes a rule's RateLimit fields, for allowed requests too),
+//     Retry-After, the placeholders, the denial's log line and Caddy
+//     event, and a 429 or 503 as problem+json, the bare status, or an
+//     error for handle_errors.
+//   - after.go: count_status and cost_header, reserved before the request
+//     and settled once the response's status is known (afterWriter).
+//
+// Beside the request path:
+//
 //   - package ruleconfig: Rule, a rule's JSON config, its defaults and the
 //     checks of its fields; rule.go: rule, a provisioned Rule with what
 //     each request needs, and the checks only provisioning can make
 //     (ruleChecks); needs.go: what a rule needs of the App.
 //   - app.go: App and its lifecycle (its jwt, cluster and store blocks
 //     as configured are package appconfig's); registry.go: the rules'
-//     limiters by name, process-wide (registry); stats.go and
-//     metrics*.go: the rules' counts, exported to Prometheus; cluster.go:
-//     the app's use of a cluster node (the node itself runs in
-//     internal/clusternode); store.go and store_nodes.go: the rules'
-//     state in Redis (the clients and the fleet's heartbeat run in
-//     internal/redispool).
+//     limiters by name, process-wide (registry); cluster.go: the app's
+//     use of a cluster node (the node itself runs in
+//     internal/clusternode); the Redis clients and the fleet's heartbeat
+//     run in internal/redispool.
+//   - stats.go: the rules' counts; metrics.go, metrics_abuse.go,
+//     metrics_cluster.go and metrics_concurrency.go export them, the
+//     blocks', the cluster's and max_concurrent's, to Prometheus.
 //   - package adapt: the Caddyfile adapter (the directive, the global
 //     option, caddy-ratelimit's syntax) around package rulesyntax, which
 //     reads a rule's subdirectives and the EdgeByte YAML rules file
@@ -48,9 +65,8 @@
 //     compat.go: caddy-ratelimit's zones as JSON (Zone).
 //   - inspect.go: what package admin (the admin API, the dashboard and
 //     the rate_limit_ui handler, the third and fourth modules) reads of
-//     the rules in force and changes in them (RuleState);
-//     metrics_cluster.go and metrics_concurrency.go: the cluster's and
-//     max_concurrent's metrics.
+//     the rules in force and changes in them (RuleState).
+//   - doc.go: this map.
 //
 // # A config's lifecycle, and what survives a reload
 //

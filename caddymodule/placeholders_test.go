@@ -26,8 +26,8 @@ func TestRefusalPlaceholders(t *testing.T) {
 	}
 	r := newRequest("192.0.2.7")
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	setRefusal(r, repl, refusal{rule: "first", key: "k1", retryAfterSec: 5})
-	setRefusal(r, repl, refusal{rule: "second", key: "k2", retryAfterSec: 7})
+	setRefusal(r, repl, shownRefusal{rule: "first", key: "k1", retryAfterSec: 5})
+	setRefusal(r, repl, shownRefusal{rule: "second", key: "k2", retryAfterSec: 7})
 	if got, want := repl.ReplaceAll(shown, "-"), "second second k2 7"; got != want {
 		t.Errorf("after two refusals: %q, want %q", got, want)
 	}

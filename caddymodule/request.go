@@ -1,9 +1,11 @@
 package caddymodule
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,4 +115,48 @@ func clientIP(r *http.Request) string {
 		}
 	}
 	return ip
+}
+
+// matches is true if the rule's matchers match the request.
+func (ru *rule) matches(r *http.Request) (bool, error) {
+	if len(ru.matchers) == 0 {
+		return true, nil
+	}
+	return ru.matchers.AnyMatchWithError(r)
+}
+
+// exempts is true if the client is in one of the rule's exempt ranges.
+func (ru *rule) exempts(q *request) bool {
+	if len(ru.exempt) == 0 {
+		return false
+	}
+	addr, err := netip.ParseAddr(q.clientIP())
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap()
+	for _, p := range ru.exempt {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// costOf is the units the request takes.
+func (ru *rule) costOf(repl *caddy.Replacer) (int64, error) {
+	if ru.costText == "" {
+		return ru.cost, nil
+	}
+	v := repl.ReplaceKnown(ru.costText, "")
+	if v == "" {
+		return 1, nil // the placeholder is empty: the default cost
+	}
+	// At least 1: a cost of 0 takes nothing and always passes, so a cost
+	// a client can influence must not be able to reach it.
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("rate limit %s: cost %q is not a whole number ≥ 1", ru.Name, v)
+	}
+	return n, nil
 }

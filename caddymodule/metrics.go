@@ -19,6 +19,9 @@ var (
 	descKeys = prometheus.NewDesc("caddy_rate_limit_keys",
 		"Keys a rule holds state for.",
 		[]string{"rule"}, nil)
+	descMaxKeys = prometheus.NewDesc("caddy_rate_limit_max_keys",
+		"The bound on the keys a rule holds state for (max_keys): past it, keys are evicted.",
+		[]string{"rule"}, nil)
 	descEvictions = prometheus.NewDesc("caddy_rate_limit_evictions_total",
 		"Keys a rule evicted to stay within max_keys, by state: under_limit, or limited (left at one of its limits: evicted only when every key of its shard was, a sign that max_keys is too small).",
 		[]string{"rule", "state"}, nil)
@@ -77,6 +80,7 @@ type collector struct{}
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRequests
 	ch <- descKeys
+	ch <- descMaxKeys
 	ch <- descEvictions
 	ch <- descHeld
 	ch <- descJWTFailures
@@ -108,6 +112,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(v.n), r.name, v.decision)
 		}
 		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(r.lim.Len()), r.name)
+		ch <- prometheus.MustNewConstMetric(descMaxKeys, prometheus.GaugeValue, float64(maxKeysOf(r.lim)), r.name)
 		collectAbuse(ch, r)
 		all, limited := r.lim.EvictionCounts()
 		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(all-limited), r.name, "under_limit")
@@ -156,4 +161,12 @@ func registerMetrics(reg prometheus.Registerer) error {
 		return nil
 	}
 	return err
+}
+
+// maxKeysOf is the bound on lim's keys.
+func maxKeysOf(lim *limiter.Limiter) int {
+	if n := lim.Config().MaxKeys; n > 0 {
+		return n
+	}
+	return limiter.DefaultMaxKeys
 }

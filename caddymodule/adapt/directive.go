@@ -175,21 +175,20 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*caddymodule.Handler, error
 	handler := new(caddymodule.Handler)
 	var blocks []*rulesyntax.Spec // rule blocks and zones, in order
 	var ruleBlocks int
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
+	// the top's rule subdirectives are checked for repeats by top itself
+	level := rulesyntax.NewBlock("", rulesyntax.Once("rules_file", "sweep_interval"))
+	err := level.Read(d, func(sub string) error {
+		switch sub {
 		case "rule":
 			spec, err := rulesyntax.ParseRuleBlock(d, caddymodule.RuleChecks())
 			if err != nil {
-				return nil, err
+				return err
 			}
 			blocks = append(blocks, spec)
 			ruleBlocks++
 		case "rules_file":
-			if handler.RulesFile != "" {
-				return nil, d.Errf("rules_file already given")
-			}
 			if err := rulesyntax.OneArg(d, &handler.RulesFile); err != nil {
-				return nil, err
+				return err
 			}
 			handler.RulesFileNames = p.names.Site
 			if m := p.names.Matcher; m != "" && m != "*" {
@@ -198,16 +197,18 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*caddymodule.Handler, error
 		case "zone", "jitter", "sweep_interval", "distributed", "storage":
 			spec, err := parseCompat(d, handler, top)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if spec != nil {
 				blocks = append(blocks, spec)
 			}
 		default:
-			if err := top.Parse(d); err != nil {
-				return nil, err
-			}
+			return top.Parse(d)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	var specs []*rulesyntax.Spec

@@ -112,6 +112,15 @@ var inheritedFields = map[string]func(dst, src *ruleconfig.Rule){
 	"lease_timeout":   func(dst, src *ruleconfig.Rule) { dst.LeaseTimeout = src.LeaseTimeout },
 }
 
+// Subdirectives are the names of a rule's subdirectives, sorted: what the
+// top of a rate_limit block, a rule block (all but name) and a rules file
+// entry may give.
+func Subdirectives() []string {
+	names := append(slices.Collect(maps.Keys(inheritedFields)), "name") // name is not inherited
+	slices.Sort(names)
+	return names
+}
+
 // Inherit fills in what s does not set from the defaults.
 func (s *Spec) Inherit(defaults *Spec) {
 	for sub, copyField := range inheritedFields {

@@ -50,9 +50,6 @@ func parseCompat(d *caddyfile.Dispenser, handler *caddymodule.Handler, top *rule
 		return nil, top.ParseAs(d, "retry_jitter")
 
 	case "sweep_interval":
-		if handler.SweepInterval != 0 {
-			return nil, d.Errf("sweep_interval already given")
-		}
 		every, err := rulesyntax.IntervalArg(d, "sweep_interval")
 		if err != nil {
 			return nil, err
@@ -88,48 +85,39 @@ func parseZone(d *caddyfile.Dispenser) (*rulesyntax.Spec, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	var (
-		z    caddymodule.Zone
-		seen = make(map[string]caddyfile.Token)
-	)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if tok, dup := seen[sub]; dup && sub != "match" {
-			return nil, d.Errf("zone %s: %s already given on line %d", name, sub, tok.Line)
-		}
-		seen[sub] = d.Token()
+	var z caddymodule.Zone
+	zone := rulesyntax.NewBlock("zone "+name, rulesyntax.Repeatable("match"))
+	err := zone.Read(d, func(sub string) error {
 		switch sub {
 		case "key":
-			if err := rulesyntax.OneArg(d, &z.Key); err != nil {
-				return nil, err
-			}
+			return rulesyntax.OneArg(d, &z.Key)
 		case "events":
 			var arg string
 			if err := rulesyntax.OneArg(d, &arg); err != nil {
-				return nil, err
+				return err
 			}
 			n, err := strconv.ParseInt(arg, 10, 64)
 			if err != nil || n < 1 || n > limiter.MaxCount {
-				return nil, d.Errf("zone %s: events %s: must be a whole number from 1 to %d", name, arg, int64(limiter.MaxCount))
+				return d.Errf("zone %s: events %s: must be a whole number from 1 to %d", name, arg, int64(limiter.MaxCount))
 			}
 			z.MaxEvents = n
 		case "window":
 			var arg string
 			if err := rulesyntax.OneArg(d, &arg); err != nil {
-				return nil, err
+				return err
 			}
 			w, err := rulesyntax.DurationArg(d, "window", arg)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if w < limiter.MinWindow || w > limiter.MaxWindow {
-				return nil, d.Errf("zone %s: window %s: must be between %s and %s", name, arg, limiter.MinWindow, limiter.MaxWindow)
+				return d.Errf("zone %s: window %s: must be between %s and %s", name, arg, limiter.MinWindow, limiter.MaxWindow)
 			}
 			z.Window = caddy.Duration(w)
 		case "match":
 			set, err := caddyhttp.ParseCaddyfileNestedMatcherSet(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			z.MatcherSetsRaw = append(z.MatcherSetsRaw, set)
 		case "ipv4_prefix", "ipv6_prefix":
@@ -139,19 +127,23 @@ func parseZone(d *caddyfile.Dispenser) (*rulesyntax.Spec, error) {
 			}
 			bits, err := rulesyntax.PrefixArg(d, "zone "+name+": "+sub, most)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			*dst = bits
 		default:
-			return nil, d.Errf("unrecognized subdirective %q", sub)
+			return d.Errf("unrecognized subdirective %q", sub)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if z.MaxEvents == 0 || z.Window == 0 {
 		return nil, rulesyntax.ErrAt(spec.Start, "zone %s: a zone needs both events and window", name)
 	}
 	r, err := z.Rule(name)
 	if err != nil {
-		return nil, rulesyntax.ErrAt(seen["key"], "%v", err)
+		return nil, rulesyntax.ErrAt(zone.Set["key"], "%v", err)
 	}
 	spec.Rule = r
 	// a zone's rule is whole: the block's defaults do not change its
@@ -161,12 +153,12 @@ func parseZone(d *caddyfile.Dispenser) (*rulesyntax.Spec, error) {
 		spec.Set[sub] = spec.Start
 	}
 	for _, sub := range []string{"ipv4_prefix", "ipv6_prefix"} {
-		if tok, ok := seen[sub]; ok {
+		if tok, ok := zone.Set[sub]; ok {
 			spec.Set[sub] = tok
 		}
 	}
 	if len(z.MatcherSetsRaw) > 0 {
-		spec.Set["match"] = seen["match"]
+		spec.Set["match"] = zone.Set["match"]
 	}
 	return spec, nil
 }

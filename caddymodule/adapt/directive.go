@@ -22,40 +22,49 @@ func init() {
 // parseDirective sets up the rate_limit handler from a Caddyfile segment:
 //
 //	rate_limit [<matcher>] {
-//	    name           <name>
-//	    limit          <count> <window>        # repeatable: all must pass
-//	    algorithm      sliding_window|fixed_window|sliding_log|token_bucket|leaky_bucket
-//	    burst          <count>
-//	    max_delay      <duration>             # leaky_bucket only
-//	    max_held       <count>                # leaky_bucket only: requests held at once
-//	    by             <source...>            # repeatable; ip | ip/V4[/V6] | user_id | header <name> | query <name> | cookie <name> | static <text> | {placeholder}
-//	    on_missing_key skip|ip|deny
-//	    cost           <count>|<placeholder>
+//	    name            <name>
+//	    limit           <count> <window>       # repeatable: all must pass
+//	    algorithm       sliding_window|fixed_window|sliding_log|token_bucket|leaky_bucket
+//	    burst           <count>
+//	    max_delay       <duration>             # leaky_bucket only
+//	    max_held        <count>                # leaky_bucket only: requests held at once
+//	    max_concurrent  <count>                # requests of a key in flight at once; with limits or alone
+//	    lease_timeout   <duration>             # max_concurrent with store redis: a lease's life; default 1m
+//	    by              <source...>            # repeatable; ip | ip/V4[/V6] | user_id | header <name> | query <name> | cookie <name> | jwt <claim> | static <text> | {placeholder}
+//	    on_missing_key  skip|ip|deny
+//	    cost            <count>|<placeholder>
+//	    cost_header     <header>               # the response says the units it took; not leaky_bucket
+//	    count_status    <code|class...>        # 401 4xx: only these responses take units; not leaky_bucket
+//	    block_for       <duration...>          # a key denied is then refused that long; later offences the next
+//	    block_reset     <duration>             # with block_for: how long offences are remembered; default 24h
 //	    shadow
-//	    exempt         <cidr...>              # repeatable
-//	    headers        ietf|legacy|both|off
-//	    retry_jitter   <fraction>
-//	    max_keys       <count>
-//	    scope          cluster|node           # default cluster when the global option has a cluster
-//	    geo_multiplier <CC> <factor>... [default <factor>]
-//	    tier           <name> <count>/<window>...  # repeatable
-//	    tier_by        <source>
-//	    key_hash       sha256
+//	    exempt          <cidr...>              # repeatable
+//	    headers         ietf|legacy|both|off
+//	    retry_jitter    <fraction>
+//	    max_keys        <count>
+//	    ipv4_prefix     <bits>                 # an IP address in the key is shortened
+//	    ipv6_prefix     <bits>                 # to its network
+//	    scope           cluster|node           # default cluster when the global option has a cluster
+//	    geo_multiplier  <CC> <factor>... [default <factor>]
+//	    tier            <name> <count>/<window>...  # repeatable
+//	    tier_by         <source>
+//	    key_hash        sha256
 //	    problem_json
 //	    log_key
-//	    store          local|redis            # redis: the app's store redis block; default local
-//	    on_store_error local|fail_open|fail_closed  # store redis: when Redis fails; default local
-//	    match          { <request matchers> }  # repeatable: any set matching is enough
-//	    rules_file     <path>                 # rules in the EdgeByte YAML format, read at load
+//	    disable_metrics                        # the rule's series are not exported
+//	    store           local|redis            # redis: the app's store redis block; default local
+//	    on_store_error  local|fail_open|fail_closed  # store redis: when Redis fails; default local
+//	    match           { <request matchers> }  # repeatable: any set matching is enough
+//	    rules_file      <path>                 # rules in the EdgeByte YAML format, read at load
 //	    rule <name> {
-//	        <the subdirectives above but name>
+//	        <the subdirectives above but name and rules_file>
 //	    }
-//	    # mholt/caddy-ratelimit syntax (see caddyfile_compat.go)
+//	    # mholt/caddy-ratelimit syntax (see compat.go)
 //	    zone <name> { key, events, window, match, ipv4_prefix, ipv6_prefix }
-//	    jitter         <fraction>
-//	    sweep_interval <duration>
-//	    distributed { ... }                   # ignored, with a warning
-//	    storage <module...>                   # ignored, with a warning
+//	    jitter          <fraction>
+//	    sweep_interval  <duration>
+//	    distributed { ... }                    # ignored, with a warning
+//	    storage <module...>                    # ignored, with a warning
 //	}
 //
 // Without rule or zone blocks, the block is one rule. With them, the
@@ -175,21 +184,20 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*caddymodule.Handler, error
 	handler := new(caddymodule.Handler)
 	var blocks []*rulesyntax.Spec // rule blocks and zones, in order
 	var ruleBlocks int
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
+	// the top's rule subdirectives are checked for repeats by top itself
+	level := rulesyntax.NewBlock("", rulesyntax.Once("rules_file", "sweep_interval"))
+	err := level.Read(d, func(sub string) error {
+		switch sub {
 		case "rule":
 			spec, err := rulesyntax.ParseRuleBlock(d, caddymodule.RuleChecks())
 			if err != nil {
-				return nil, err
+				return err
 			}
 			blocks = append(blocks, spec)
 			ruleBlocks++
 		case "rules_file":
-			if handler.RulesFile != "" {
-				return nil, d.Errf("rules_file already given")
-			}
 			if err := rulesyntax.OneArg(d, &handler.RulesFile); err != nil {
-				return nil, err
+				return err
 			}
 			handler.RulesFileNames = p.names.Site
 			if m := p.names.Matcher; m != "" && m != "*" {
@@ -198,16 +206,18 @@ func (p *blockParser) parse(d *caddyfile.Dispenser) (*caddymodule.Handler, error
 		case "zone", "jitter", "sweep_interval", "distributed", "storage":
 			spec, err := parseCompat(d, handler, top)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if spec != nil {
 				blocks = append(blocks, spec)
 			}
 		default:
-			if err := top.Parse(d); err != nil {
-				return nil, err
-			}
+			return top.Parse(d)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	var specs []*rulesyntax.Spec

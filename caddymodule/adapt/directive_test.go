@@ -267,6 +267,10 @@ func TestParseCaddyfileErrors(t *testing.T) {
 		{"rate_limit {\n zone {\n }\n}", "wrong argument count"},
 		{"rate_limit {\n limit 10 1m\n jitter -1\n}", "jitter -1: want a fraction of the wait from 0 to 10"},
 		{"rate_limit {\n limit 10 1m\n retry_jitter 0.1\n jitter 0.2\n}", "retry_jitter already given on line 3, at Testfile:4"},
+		{"rate_limit {\n limit 10 1m\n jitter 0.1\n retry_jitter 0.2\n}", "jitter already given on line 3, at Testfile:4"},
+		{"rate_limit {\n limit 10 1m\n sweep_interval 1m\n sweep_interval 2m\n}", "sweep_interval already given on line 3, at Testfile:4"},
+		{"rate_limit {\n rules_file a.yaml\n rules_file b.yaml\n}", "rules_file already given on line 2, at Testfile:3"},
+		{"rate_limit {\n zone z {\n  key {remote_host}\n  events 10\n  events 20\n  window 1m\n }\n}", "zone z: events already given on line 4, at Testfile:5"},
 		{"rate_limit {\n limit 10 1m\n sweep_interval often\n}", `sweep_interval "often": not a duration (such as 500ms, 1m or 1d), at Testfile:3`},
 	} {
 		_, err := parseTest(tc.input, "", "", nil)
@@ -376,11 +380,14 @@ func TestParseGlobalOption(t *testing.T) {
 		{input: "rate_limit {\n cluster {\n  secret_key {env.K} c2hvcnQ=\n }\n}", wantErr: "cluster secret_key 2: 5 bytes, want 16, 24 or 32 (generate a key with: head -c 32 /dev/urandom | base64), at Testfile:3"},
 		{input: "rate_limit {\n cluster {\n  join 10.0.0.6:7946\n }\n}", wantErr: "cluster: bind 0.0.0.0:7946: a secret key is required to bind beyond loopback, or cluster traffic would be unauthenticated and in clear, at Testfile:2"},
 		{input: "rate_limit {\n cluster {\n  bind localhost:7946\n }\n}", wantErr: "cluster: bind localhost:7946: a secret key is required to bind beyond loopback"}, // a name may resolve to anything
-		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  bind 127.0.0.1:7947\n }\n}", wantErr: "cluster: bind already given, at Testfile:4"},
-		{input: "rate_limit {\n cluster {\n  secret_key {env.A}\n  secret_key {env.B}\n }\n}", wantErr: "cluster: secret_key already given, at Testfile:4"},
-		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  on_partition fail_open\n  on_partition fail_closed\n }\n}", wantErr: "cluster: on_partition already given, at Testfile:5"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  bind 127.0.0.1:7947\n }\n}", wantErr: "cluster: bind already given on line 3, at Testfile:4"},
+		{input: "rate_limit {\n cluster {\n  secret_key {env.A}\n  secret_key {env.B}\n }\n}", wantErr: "cluster: secret_key already given on line 3, at Testfile:4"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n  on_partition fail_open\n  on_partition fail_closed\n }\n}", wantErr: "cluster: on_partition already given on line 4, at Testfile:5"},
+		{input: "rate_limit {\n jwt {\n  algorithms HS256\n  issuer a\n  issuer b\n }\n}", wantErr: "jwt: issuer already given on line 4, at Testfile:5"},
+		{input: "rate_limit {\n jwt {\n  algorithms HS256\n }\n jwt {\n  algorithms HS256\n }\n}", wantErr: "jwt already given on line 2, at Testfile:5"},
+		{input: "rate_limit {\n sweep_interval 1m\n sweep_interval 2m\n}", want: `{"sweep_interval":120000000000}`}, // not a block: the last wins
 		{input: "rate_limit {\n cluster {\n  label " + strings.Repeat("x", 256) + "\n }\n}", wantErr: "cluster label: 256 bytes, the most is 255, at Testfile:3"},
-		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n }\n cluster {\n  bind 127.0.0.1:7947\n }\n}", wantErr: "cluster already given, at Testfile:5"},
+		{input: "rate_limit {\n cluster {\n  bind 127.0.0.1:7946\n }\n cluster {\n  bind 127.0.0.1:7947\n }\n}", wantErr: "cluster already given on line 2, at Testfile:5"},
 		{
 			input:    "rate_limit {\n cluster {\n  bind 127.0.0.1:7947\n }\n}",
 			existing: httpcaddyfile.App{Name: "rate_limit", Value: []byte(`{"cluster":{"bind":"127.0.0.1:7946"}}`)},

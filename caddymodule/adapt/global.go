@@ -88,72 +88,59 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
+	top := rulesyntax.NewBlock("", rulesyntax.Once("jwt", "cluster", "store"))
+	for sub, given := range map[string]bool{"jwt": app.JWT != nil, "cluster": app.Cluster != nil, "store": app.Store != nil} {
+		if given { // by an earlier rate_limit option: at no line of this one
+			top.Set[sub] = caddyfile.Token{Text: sub}
+		}
+	}
+	err := top.Read(d, func(sub string) error {
+		var err error
+		switch sub {
 		case "sweep_interval":
 			every, err := rulesyntax.IntervalArg(d, "sweep_interval")
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if every < caddymodule.MinSweepInterval {
-				return nil, d.Errf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(every), caddymodule.MinSweepInterval)
+				return d.Errf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(every), caddymodule.MinSweepInterval)
 			}
 			app.SweepInterval = caddy.Duration(every)
 
 		case "geoip", "geo_header":
-			name := d.Val()
 			if !d.NextArg() {
-				return nil, d.Errf("%s: expected one argument", name)
+				return d.Errf("%s: expected one argument", sub)
 			}
-			if name == "geoip" {
+			if sub == "geoip" {
 				app.GeoIP = d.Val()
 			} else if app.GeoHeader = d.Val(); !httpguts.ValidHeaderFieldName(app.GeoHeader) {
-				return nil, d.Errf("geo_header %q: not a valid header name", app.GeoHeader)
+				return d.Errf("geo_header %q: not a valid header name", app.GeoHeader)
 			}
 			if d.NextArg() {
-				return nil, d.Errf("%s: expected one argument, got also %q", name, d.Val())
+				return d.Errf("%s: expected one argument, got also %q", sub, d.Val())
 			}
 
 		case "geoip_check_interval":
 			every, err := rulesyntax.IntervalArg(d, "geoip_check_interval")
 			if err != nil {
-				return nil, err
+				return err
 			}
 			app.GeoIPCheckInterval = caddy.Duration(every)
 
 		case "jwt":
-			if app.JWT != nil {
-				return nil, d.Errf("jwt already given")
-			}
-			cfg, err := parseJWTBlock(d)
-			if err != nil {
-				return nil, err
-			}
-			app.JWT = cfg
-
+			app.JWT, err = parseJWTBlock(d)
 		case "cluster":
-			if app.Cluster != nil {
-				return nil, d.Errf("cluster already given")
-			}
-			cfg, err := parseClusterBlock(d)
-			if err != nil {
-				return nil, err
-			}
-			app.Cluster = cfg
-
+			app.Cluster, err = parseClusterBlock(d)
 		case "store":
-			if app.Store != nil {
-				return nil, d.Errf("store already given")
-			}
-			cfg, err := parseStoreBlock(d)
-			if err != nil {
-				return nil, err
-			}
-			app.Store = cfg
+			app.Store, err = parseStoreBlock(d)
 
 		default:
-			return nil, d.Errf("unrecognized subdirective %q", d.Val())
+			return d.Errf("unrecognized subdirective %q", sub)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return httpcaddyfile.App{Name: "rate_limit", Value: caddyconfig.JSON(app, nil)}, nil
 }
@@ -164,13 +151,8 @@ func parseJWTBlock(d *caddyfile.Dispenser) (*appconfig.JWTConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	seen := make(map[string]bool)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if seen[sub] && sub != "public_key_file" {
-			return nil, d.Errf("jwt: %s already given", sub)
-		}
-		seen[sub] = true
+	block := rulesyntax.NewBlock("jwt", rulesyntax.Repeatable("public_key_file"))
+	err := block.Read(d, func(sub string) error {
 		var err error
 		switch sub {
 		case "hmac_secret":
@@ -184,7 +166,7 @@ func parseJWTBlock(d *caddyfile.Dispenser) (*appconfig.JWTConfig, error) {
 		case "algorithms":
 			cfg.Algorithms = d.RemainingArgs()
 			if len(cfg.Algorithms) == 0 {
-				return nil, d.Errf("jwt: algorithms: list the accepted algorithms, such as RS256 ES256")
+				return d.Errf("jwt: algorithms: list the accepted algorithms, such as RS256 ES256")
 			}
 		case "issuer":
 			err = rulesyntax.OneArg(d, &cfg.Issuer)
@@ -201,18 +183,19 @@ func parseJWTBlock(d *caddyfile.Dispenser) (*appconfig.JWTConfig, error) {
 		case "from_header":
 			err = rulesyntax.OneArg(d, &cfg.FromHeader)
 			if err == nil && !httpguts.ValidHeaderFieldName(cfg.FromHeader) {
-				return nil, d.Errf("jwt: from_header %q: not a valid header name", cfg.FromHeader)
+				return d.Errf("jwt: from_header %q: not a valid header name", cfg.FromHeader)
 			}
 		case "from_cookie":
 			err = rulesyntax.OneArg(d, &cfg.FromCookie)
 		case "unverified":
 			err = rulesyntax.FlagArg(d, &cfg.Unverified)
 		default:
-			return nil, d.Errf("jwt: unrecognized subdirective %q", sub)
+			return d.Errf("jwt: unrecognized subdirective %q", sub)
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(cfg.Algorithms) == 0 {
 		return nil, d.Errf("jwt: algorithms is required (such as algorithms RS256)")
@@ -236,13 +219,8 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*appconfig.ClusterConfig, error)
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	seen := make(map[string]bool)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if seen[sub] && sub != "join" {
-			return nil, d.Errf("cluster: %s already given", sub)
-		}
-		seen[sub] = true
+	block := rulesyntax.NewBlock("cluster", rulesyntax.Repeatable("join"))
+	err := block.Read(d, func(sub string) error {
 		var err error
 		switch sub {
 		case "bind":
@@ -256,33 +234,33 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*appconfig.ClusterConfig, error)
 		case "join":
 			nodes := d.RemainingArgs()
 			if len(nodes) == 0 {
-				return nil, d.Errf("cluster: join: list the host:port of one or more nodes")
+				return d.Errf("cluster: join: list the host:port of one or more nodes")
 			}
 			for _, n := range nodes {
 				if err := hostPortArg(d, "join", n); err != nil {
-					return nil, err
+					return err
 				}
 			}
 			cfg.Join = append(cfg.Join, nodes...)
 		case "secret_key":
 			cfg.SecretKeys = d.RemainingArgs()
 			if len(cfg.SecretKeys) == 0 {
-				return nil, d.Errf("cluster: secret_key: give one or more base64 keys, such as {env.EDGELIMIT_GOSSIP_KEY} (the first encrypts, all decrypt)")
+				return d.Errf("cluster: secret_key: give one or more base64 keys, such as {env.EDGELIMIT_GOSSIP_KEY} (the first encrypts, all decrypt)")
 			}
 			for i, k := range cfg.SecretKeys {
 				if err := secretKeyArg(d, i, k); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		case "node_name":
 			err = rulesyntax.OneArg(d, &cfg.NodeName)
 			if err == nil && !strings.Contains(cfg.NodeName, "{") && len(cfg.NodeName) > gossip.MaxNodeName {
-				return nil, d.Errf("cluster node_name: %d bytes, the most is %d", len(cfg.NodeName), gossip.MaxNodeName)
+				return d.Errf("cluster node_name: %d bytes, the most is %d", len(cfg.NodeName), gossip.MaxNodeName)
 			}
 		case "label":
 			err = rulesyntax.OneArg(d, &cfg.Label)
 			if err == nil && len(cfg.Label) > maxClusterLabel {
-				return nil, d.Errf("cluster label: %d bytes, the most is %d", len(cfg.Label), maxClusterLabel)
+				return d.Errf("cluster label: %d bytes, the most is %d", len(cfg.Label), maxClusterLabel)
 			}
 		case "sync_interval":
 			var every time.Duration
@@ -295,7 +273,7 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*appconfig.ClusterConfig, error)
 				switch cfg.OnPartition {
 				case appconfig.PartitionLocalShare, appconfig.PartitionFailOpen, appconfig.PartitionFailClosed:
 				default:
-					return nil, d.Errf("cluster on_partition %q: want local_share, fail_open or fail_closed", cfg.OnPartition)
+					return d.Errf("cluster on_partition %q: want local_share, fail_open or fail_closed", cfg.OnPartition)
 				}
 			}
 		case "max_keys":
@@ -303,16 +281,17 @@ func parseClusterBlock(d *caddyfile.Dispenser) (*appconfig.ClusterConfig, error)
 			if err = rulesyntax.OneArg(d, &arg); err == nil {
 				n, perr := strconv.Atoi(arg)
 				if perr != nil || n < 0 {
-					return nil, d.Errf("cluster max_keys %s: must be a whole number ≥ 0 (0: the default, 10000)", arg)
+					return d.Errf("cluster max_keys %s: must be a whole number ≥ 0 (0: the default, 10000)", arg)
 				}
 				cfg.MaxKeys = n
 			}
 		default:
-			return nil, d.Errf("cluster: unrecognized subdirective %q", sub)
+			return d.Errf("cluster: unrecognized subdirective %q", sub)
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(cfg.SecretKeys) == 0 && !strings.Contains(cfg.Bind, "{") {
 		bind := cfg.Bind
@@ -370,26 +349,21 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*appconfig.StoreConfig, error) {
 		return nil, d.ArgErr()
 	}
 	cfg := new(appconfig.RedisConfig)
-	seen := make(map[string]caddyfile.Token)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if tok, dup := seen[sub]; dup && sub != "address" {
-			return nil, d.Errf("store redis: %s already given on line %d", sub, tok.Line)
-		}
-		seen[sub] = d.Token()
+	block := rulesyntax.NewBlock("store redis", rulesyntax.Repeatable("address"))
+	err := block.Read(d, func(sub string) error {
 		var err error
 		switch sub {
 		case "address":
 			addrs := d.RemainingArgs()
 			if len(addrs) == 0 {
-				return nil, d.Errf("store redis: address: give host:port, such as 10.0.0.9:6379")
+				return d.Errf("store redis: address: give host:port, such as 10.0.0.9:6379")
 			}
 			for _, a := range addrs {
 				if strings.Contains(a, "{") {
 					continue
 				}
 				if err := appconfig.CheckRedisAddress(a); err != nil {
-					return nil, d.Errf("%v", err)
+					return d.Errf("%v", err)
 				}
 			}
 			cfg.Addresses = append(cfg.Addresses, addrs...)
@@ -402,7 +376,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*appconfig.StoreConfig, error) {
 			if err = rulesyntax.OneArg(d, &arg); err == nil {
 				n, perr := strconv.Atoi(arg)
 				if perr != nil || n < 0 {
-					return nil, d.Errf("store redis: db %s: must be a whole number ≥ 0", arg)
+					return d.Errf("store redis: db %s: must be a whole number ≥ 0", arg)
 				}
 				cfg.DB = n
 			}
@@ -419,7 +393,7 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*appconfig.StoreConfig, error) {
 			}
 		case "key_prefix":
 			if err = rulesyntax.OneArg(d, &cfg.KeyPrefix); err == nil && strings.ContainsAny(cfg.KeyPrefix, "{}") {
-				return nil, d.Errf("store redis: key_prefix %q: must not contain '{' or '}' (they would move the Redis Cluster hash tag)", cfg.KeyPrefix)
+				return d.Errf("store redis: key_prefix %q: must not contain '{' or '}' (they would move the Redis Cluster hash tag)", cfg.KeyPrefix)
 			}
 		case "cluster":
 			err = onOffArg(d, "store redis cluster", &cfg.Cluster, false)
@@ -439,27 +413,28 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*appconfig.StoreConfig, error) {
 		case "sentinel_password":
 			err = rulesyntax.OneArg(d, &cfg.SentinelPassword)
 		default:
-			return nil, d.Errf("store redis: unrecognized subdirective %q", sub)
+			return d.Errf("store redis: unrecognized subdirective %q", sub)
 		}
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case len(cfg.Addresses) == 0:
 		return nil, rulesyntax.ErrAt(start, "store redis: address is required (host:port of the server, the Redis Cluster seeds or the Sentinels)")
 	case cfg.SentinelMaster == "" && (cfg.SentinelUsername != "" || cfg.SentinelPassword != ""):
-		tok, ok := seen["sentinel_username"]
+		tok, ok := block.Set["sentinel_username"]
 		if !ok {
-			tok = seen["sentinel_password"]
+			tok = block.Set["sentinel_password"]
 		}
 		return nil, rulesyntax.ErrAt(tok, "store redis: sentinel_username and sentinel_password need sentinel_master (they authenticate to Sentinels; password is the server's)")
 	case cfg.Cluster && cfg.SentinelMaster != "":
-		return nil, rulesyntax.ErrAt(seen["sentinel_master"], "store redis: cluster on and sentinel_master: choose one (a Redis Cluster, or a master found through Sentinels)")
+		return nil, rulesyntax.ErrAt(block.Set["sentinel_master"], "store redis: cluster on and sentinel_master: choose one (a Redis Cluster, or a master found through Sentinels)")
 	case len(cfg.Addresses) > 1 && !cfg.Cluster && cfg.SentinelMaster == "":
-		return nil, rulesyntax.ErrAt(seen["address"], "store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(cfg.Addresses))
+		return nil, rulesyntax.ErrAt(block.Set["address"], "store redis: %d addresses: one server has one address (several are the seeds of a Redis Cluster with cluster on, or Sentinels with sentinel_master)", len(cfg.Addresses))
 	case cfg.Cluster && cfg.DB != 0:
-		return nil, rulesyntax.ErrAt(seen["db"], "store redis: db %d: a Redis Cluster has only db 0", cfg.DB)
+		return nil, rulesyntax.ErrAt(block.Set["db"], "store redis: db %d: a Redis Cluster has only db 0", cfg.DB)
 	}
 	return &appconfig.StoreConfig{Redis: cfg}, nil
 }

@@ -73,7 +73,7 @@ func TestParseStoreOption(t *testing.T) {
 		},
 		{input: "rate_limit {\n store redis {\n  address a:1 b:2\n }\n}", wantErr: "store redis: 2 addresses: one server has one address", wantErr2: "at Testfile:3"},
 		{input: "rate_limit {\n store redis {\n  address a:1\n  cluster on\n  db 3\n }\n}", wantErr: "store redis: db 3: a Redis Cluster has only db 0, at Testfile:5"},
-		{input: "rate_limit {\n store redis {\n  address a:1\n }\n store redis {\n  address a:1\n }\n}", wantErr: "store already given, at Testfile:5"},
+		{input: "rate_limit {\n store redis {\n  address a:1\n }\n store redis {\n  address a:1\n }\n}", wantErr: "store already given on line 2, at Testfile:5"},
 		// sentinel_username and sentinel_password go to JSON as written
 		// (placeholders are replaced at load), and need sentinel_master
 		{

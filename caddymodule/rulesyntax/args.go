@@ -60,6 +60,18 @@ func OneArg(d *caddyfile.Dispenser, dst *string) error {
 	return nil
 }
 
+// wordArg reads the one argument of subdirective sub, one of the words
+// ruleconfig.CheckWord allows for the field of that name, into dst.
+func wordArg(d *caddyfile.Dispenser, sub string, dst *string) error {
+	if err := OneArg(d, dst); err != nil {
+		return err
+	}
+	if err := ruleconfig.CheckWord(sub, *dst); err != nil {
+		return d.Errf("%v", err)
+	}
+	return nil
+}
+
 // PrefixArg reads the prefix length of ipv4_prefix or ipv6_prefix: 1 to
 // most bits.
 func PrefixArg(d *caddyfile.Dispenser, sub string, most int) (int, error) {

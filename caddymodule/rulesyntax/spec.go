@@ -46,8 +46,8 @@ func ParseRuleBlock(d *caddyfile.Dispenser, checks Checks) (*Spec, error) {
 // sets, so that defaults fill in only the others.
 type Spec struct {
 	Rule  ruleconfig.Rule
-	Start caddyfile.Token            // where the rule begins, for errors about all of it
-	Set   map[string]caddyfile.Token // subdirectives given, at their first line
+	Start caddyfile.Token // where the rule begins, for errors about all of it
+	Block                 // the subdirectives given, at their first line
 
 	checks Checks
 }
@@ -65,7 +65,7 @@ type Checks struct {
 
 // NewSpec is an empty rule that starts at start, read with checks.
 func NewSpec(start caddyfile.Token, checks Checks) *Spec {
-	return &Spec{Start: start, Set: make(map[string]caddyfile.Token), checks: checks}
+	return &Spec{Start: start, Block: NewBlock("", repeatableSubdirectives), checks: checks}
 }
 
 // At is where subdirective was given, else the rule's first line.
@@ -76,14 +76,8 @@ func (s *Spec) At(subdirective string) caddyfile.Token {
 	return s.Start
 }
 
-// Has reports whether the block gave subdirective.
-func (s *Spec) Has(subdirective string) bool {
-	_, ok := s.Set[subdirective]
-	return ok
-}
-
 // repeatableSubdirectives add to their list; the others may appear once.
-var repeatableSubdirectives = map[string]bool{"limit": true, "by": true, "exempt": true, "match": true, "tier": true}
+var repeatableSubdirectives = Repeatable("limit", "by", "exempt", "match", "tier")
 
 // inheritedFields copies each field a rule may inherit from the defaults, by
 // subdirective. name is not inherited.
@@ -116,6 +110,15 @@ var inheritedFields = map[string]func(dst, src *ruleconfig.Rule){
 	"on_store_error":  func(dst, src *ruleconfig.Rule) { dst.OnStoreError = src.OnStoreError },
 	"max_concurrent":  func(dst, src *ruleconfig.Rule) { dst.MaxConcurrent = src.MaxConcurrent },
 	"lease_timeout":   func(dst, src *ruleconfig.Rule) { dst.LeaseTimeout = src.LeaseTimeout },
+}
+
+// Subdirectives are the names of a rule's subdirectives, sorted: what the
+// top of a rate_limit block, a rule block (all but name) and a rules file
+// entry may give.
+func Subdirectives() []string {
+	names := append(slices.Collect(maps.Keys(inheritedFields)), "name") // name is not inherited
+	slices.Sort(names)
+	return names
 }
 
 // Inherit fills in what s does not set from the defaults.
@@ -189,11 +192,8 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 	if _, known := inheritedFields[sub]; !known && sub != "name" {
 		return d.Errf("unrecognized subdirective %q", sub)
 	}
-	if tok, dup := s.Set[sub]; dup && !repeatableSubdirectives[sub] {
-		return d.Errf("%s already given on line %d", tok.Text, tok.Line)
-	}
-	if !s.Has(sub) {
-		s.Set[sub] = d.Token()
+	if err := s.Take(d, sub); err != nil {
+		return err
 	}
 	r := &s.Rule
 	switch sub {
@@ -275,12 +275,7 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		r.By = append(r.By, words...)
 
 	case "on_missing_key":
-		if err := OneArg(d, &r.OnMissingKey); err != nil {
-			return err
-		}
-		if err := ruleconfig.CheckWord("on_missing_key", r.OnMissingKey); err != nil {
-			return d.Errf("%v", err)
-		}
+		return wordArg(d, sub, &r.OnMissingKey)
 
 	case "cost":
 		if err := OneArg(d, &r.Cost); err != nil {
@@ -296,12 +291,7 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		return FlagArg(d, &r.Shadow)
 
 	case "scope":
-		if err := OneArg(d, &r.Scope); err != nil {
-			return err
-		}
-		if err := ruleconfig.CheckWord("scope", r.Scope); err != nil {
-			return d.Errf("%v", err)
-		}
+		return wordArg(d, sub, &r.Scope)
 
 	case "exempt":
 		ranges := d.RemainingArgs()
@@ -316,12 +306,7 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		r.Exempt = append(r.Exempt, ranges...)
 
 	case "headers":
-		if err := OneArg(d, &r.Headers); err != nil {
-			return err
-		}
-		if err := ruleconfig.CheckWord("headers", r.Headers); err != nil {
-			return d.Errf("%v", err)
-		}
+		return wordArg(d, sub, &r.Headers)
 
 	case "retry_jitter":
 		return parseJitter(d, r)
@@ -350,12 +335,7 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		*dst = bits
 
 	case "key_hash":
-		if err := OneArg(d, &r.KeyHash); err != nil {
-			return err
-		}
-		if err := ruleconfig.CheckWord("key_hash", r.KeyHash); err != nil {
-			return d.Errf("%v", err)
-		}
+		return wordArg(d, sub, &r.KeyHash)
 
 	case "tier":
 		args := d.RemainingArgs()
@@ -393,20 +373,10 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		r.GeoMultiplier = m.Map()
 
 	case "store":
-		if err := OneArg(d, &r.Store); err != nil {
-			return err
-		}
-		if err := ruleconfig.CheckWord("store", r.Store); err != nil {
-			return d.Errf("%v", err)
-		}
+		return wordArg(d, sub, &r.Store)
 
 	case "on_store_error":
-		if err := OneArg(d, &r.OnStoreError); err != nil {
-			return err
-		}
-		if err := ruleconfig.CheckWord("on_store_error", r.OnStoreError); err != nil {
-			return d.Errf("%v", err)
-		}
+		return wordArg(d, sub, &r.OnStoreError)
 
 	case "block_for", "block_reset", "count_status", "cost_header":
 		return parseAbuseSubdirective(d, r, sub)

@@ -43,7 +43,7 @@ const (
 // phase, and every phase must meet issue 23's targets for both
 // algorithms (a phase that misses them runs once more, on a fresh key). Three nodes at 2×L by default (about 55 s);
 // EDGELIMIT_ACCURACY_NODES and EDGELIMIT_ACCURACY_OFFERED (a multiple of
-// L) run others, as BENCHMARKS.md's 5-node and 5×L tables do.
+// L) run others, as BENCHMARKS.md's 5-node and 5×L figures do.
 func TestClusterAccuracy(t *testing.T) {
 	n := envInt(t, "EDGELIMIT_ACCURACY_NODES", 3)
 	offered := envInt(t, "EDGELIMIT_ACCURACY_OFFERED", 2) * clusterLimit

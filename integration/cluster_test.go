@@ -432,7 +432,7 @@ func (p *caddyProc) gossipAddr(t *testing.T) string {
 
 // TestExampleClusterPartition: three nodes in network namespaces; the
 // gossip between node 1 and nodes 2 and 3 is cut for 4 s
-// (EDGELIMIT_PARTITION_SECONDS for the longer run of BENCHMARKS.md), with
+// (EDGELIMIT_PARTITION_SECONDS sets a longer cut), with
 // the traffic split over nodes 1 and 2, then mended, under each
 // on_partition policy. Node 1 is a strict minority: under local_share it
 // keeps a third of its share (at most 10% of L for its side) while nodes 2

@@ -80,13 +80,9 @@ func newTable4(starts []uint32, values []uint16) table4 {
 	i := 0
 	for j := range uint32(buckets) {
 		t.index[j] = uint32(len(t.entries))
-		var last int
-		i, last = bucketRanges(starts, i, j, bucketBits4)
-		t.entries = append(t.entries, uint32(values[i]))
-		for i < last {
-			i++
-			t.entries = append(t.entries, starts[i]<<bucketBits4|uint32(values[i]))
-		}
+		first, last := bucketRanges(starts, i, j, bucketBits4)
+		t.entries = appendRanges(t.entries, starts[first:last+1], values[first:last+1], bucketBits4)
+		i = last
 	}
 	t.index[buckets] = uint32(len(t.entries))
 	t.entries = clip(t.entries)
@@ -108,4 +104,16 @@ func bucketRanges[K uint32 | uint64](starts []K, from int, j K, bucketBits int) 
 		last++
 	}
 	return first, last
+}
+
+// appendRanges appends the entries of a bucket's ranges to entries: the
+// value of the first (the range holding the bucket's first key), then each
+// other's start shifted left by bucketBits, with its value in the bits
+// freed.
+func appendRanges[K uint32 | uint64](entries, starts []K, values []uint16, bucketBits int) []K {
+	entries = append(entries, K(values[0]))
+	for i := 1; i < len(starts); i++ {
+		entries = append(entries, starts[i]<<bucketBits|K(values[i]))
+	}
+	return entries
 }

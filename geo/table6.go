@@ -180,16 +180,12 @@ func newTable64(starts []uint64, values []uint16) table64 {
 	i := 0
 	for j := range uint64(buckets) {
 		t.index[j] = uint32(len(t.entries))
-		var last int
-		i, last = bucketRanges(starts, i, j, bucketBits6)
-		if last-i+1 > denseEntries {
-			t.header(starts[i+1 : last+1])
+		first, last := bucketRanges(starts, i, j, bucketBits6)
+		if last-first+1 > denseEntries {
+			t.header(starts[first+1 : last+1])
 		}
-		t.entries = append(t.entries, uint64(values[i]))
-		for i < last {
-			i++
-			t.entries = append(t.entries, starts[i]<<bucketBits6|uint64(values[i]))
-		}
+		t.entries = appendRanges(t.entries, starts[first:last+1], values[first:last+1], bucketBits6)
+		i = last
 	}
 	t.index[buckets] = uint32(len(t.entries))
 	t.entries = clip(t.entries)

@@ -13,42 +13,40 @@ import (
 // The metrics: namespace caddy, subsystem rate_limit. Their only labels
 // are rule names and fixed words, never anything a client sends.
 var (
-	descRequests = prometheus.NewDesc("caddy_rate_limit_requests_total",
+	descRequests = newDesc("caddy_rate_limit_requests_total",
 		"Requests a rule decided, by decision: allowed, denied, shadow_denied (would have been denied; served), exempt.",
-		[]string{"rule", "decision"}, nil)
-	descKeys = prometheus.NewDesc("caddy_rate_limit_keys",
+		"rule", "decision")
+	descKeys = newDesc("caddy_rate_limit_keys",
 		"Keys a rule holds state for.",
-		[]string{"rule"}, nil)
-	descMaxKeys = prometheus.NewDesc("caddy_rate_limit_max_keys",
+		"rule")
+	descMaxKeys = newDesc("caddy_rate_limit_max_keys",
 		"The bound on the keys a rule holds state for (max_keys): past it, keys are evicted.",
-		[]string{"rule"}, nil)
-	descEvictions = prometheus.NewDesc("caddy_rate_limit_evictions_total",
+		"rule")
+	descEvictions = newDesc("caddy_rate_limit_evictions_total",
 		"Keys a rule evicted to stay within max_keys, by state: under_limit, or limited (left at one of its limits: evicted only when every key of its shard was, a sign that max_keys is too small).",
-		[]string{"rule", "state"}, nil)
+		"rule", "state")
 
-	descHeld = prometheus.NewDesc("caddy_rate_limit_held",
+	descHeld = newDesc("caddy_rate_limit_held",
 		"Requests a leaky_bucket rule holds now, waiting to be served; at max_held, requests that would wait are refused at once.",
-		[]string{"rule"}, nil)
+		"rule")
 
-	descJWTFailures = prometheus.NewDesc("caddy_rate_limit_jwt_failures_total",
+	descJWTFailures = newDesc("caddy_rate_limit_jwt_failures_total",
 		"Tokens that failed verification for rules keyed by a JWT claim, by reason; such requests get no key from the token.",
-		[]string{"reason"}, nil)
+		"reason")
 
-	descStoreErrors = prometheus.NewDesc("caddy_rate_limit_store_errors_total",
+	descStoreErrors = newDesc("caddy_rate_limit_store_errors_total",
 		"Calls to the Redis store that failed, by reason: timeout, unavailable (refused, reset, breaker open), script (Redis answered with an error). Exported with a store block.",
-		[]string{"reason"}, nil)
-	descStoreFallbacks = prometheus.NewDesc("caddy_rate_limit_store_fallbacks_total",
+		"reason")
+	descStoreFallbacks = newDesc("caddy_rate_limit_store_fallbacks_total",
 		"Requests of a rule with store redis that Redis could not decide, by the on_store_error mode applied: local, fail_open, fail_closed.",
-		[]string{"rule", "mode"}, nil)
-	descStoreRequests = prometheus.NewDesc("caddy_rate_limit_store_requests_total",
+		"rule", "mode")
+	descStoreRequests = newDesc("caddy_rate_limit_store_requests_total",
 		"Requests of a rule with store redis, by how they were decided: call (the request made a call to Redis, failed ones included), coalesced (decided in a call another request of the same key made), over_limit_cache (denied without a call: Redis had denied the key, and its Retry-After had not passed).",
-		[]string{"rule", "via"}, nil)
-	descStoreUp = prometheus.NewDesc("caddy_rate_limit_store_up",
-		"1 if Redis answered the last call of every rule with store redis (their breakers are closed), 0 if a breaker is open. Exported with a store block.",
-		nil, nil)
-	descStoreNodes = prometheus.NewDesc("caddy_rate_limit_store_nodes",
-		"Nodes sharing the Redis store (processes with the same Redis and key_prefix, this one included), as last seen through Redis; 1 before the first heartbeat. With on_store_error local, each enforces 1/nodes of a rule's limits while Redis is away. Exported with a store block.",
-		nil, nil)
+		"rule", "via")
+	descStoreUp = newDesc("caddy_rate_limit_store_up",
+		"1 if Redis answered the last call of every rule with store redis (their breakers are closed), 0 if a breaker is open. Exported with a store block.")
+	descStoreNodes = newDesc("caddy_rate_limit_store_nodes",
+		"Nodes sharing the Redis store (processes with the same Redis and key_prefix, this one included), as last seen through Redis; 1 before the first heartbeat. With on_store_error local, each enforces 1/nodes of a rule's limits while Redis is away. Exported with a store block.")
 
 	// decisionSeconds is the time the handler takes over a request
 	// (rules matched, keyed, decided, headers set), measured on one
@@ -109,23 +107,23 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 			decision string
 			n        uint64
 		}{{"allowed", st.Allowed}, {"denied", st.Denied}, {"shadow_denied", st.ShadowDenied}, {"exempt", st.Exempt}} {
-			ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(v.n), r.name, v.decision)
+			ch <- counter(descRequests, float64(v.n), r.name, v.decision)
 		}
-		ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(r.lim.Len()), r.name)
-		ch <- prometheus.MustNewConstMetric(descMaxKeys, prometheus.GaugeValue, float64(maxKeysOf(r.lim)), r.name)
+		ch <- gauge(descKeys, float64(r.lim.Len()), r.name)
+		ch <- gauge(descMaxKeys, float64(maxKeysOf(r.lim)), r.name)
 		collectAbuse(ch, r)
 		all, limited := r.lim.EvictionCounts()
-		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(all-limited), r.name, "under_limit")
-		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(limited), r.name, "limited")
+		ch <- counter(descEvictions, float64(all-limited), r.name, "under_limit")
+		ch <- counter(descEvictions, float64(limited), r.name, "limited")
 		collectConcurrency(ch, r)
 		if r.rule.Algorithm == string(limiter.LeakyBucket) {
-			ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(r.stats.held.Load()), r.name)
+			ch <- gauge(descHeld, float64(r.stats.held.Load()), r.name)
 		}
 		if r.rule.Store == ruleconfig.StoreRedis {
 			for i, mode := range storeModes {
 				n := r.stats.fallbacks[i].Load()
 				if n > 0 || mode == r.rule.OnStoreError || (i == 0 && r.rule.OnStoreError == "") {
-					ch <- prometheus.MustNewConstMetric(descStoreFallbacks, prometheus.CounterValue, float64(n), r.name, mode)
+					ch <- counter(descStoreFallbacks, float64(n), r.name, mode)
 				}
 			}
 			sc := &r.stats.store
@@ -133,25 +131,41 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 				via string
 				n   uint64
 			}{{"call", sc.Calls.Load()}, {"coalesced", sc.Coalesced.Load()}, {"over_limit_cache", sc.OverLimitCached.Load()}} {
-				ch <- prometheus.MustNewConstMetric(descStoreRequests, prometheus.CounterValue, float64(v.n), r.name, v.via)
+				ch <- counter(descStoreRequests, float64(v.n), r.name, v.via)
 			}
 		}
 	}
 	app := activeApp.Load()
 	if app != nil && app.tokens != nil {
 		for i, reason := range jwtReasons {
-			ch <- prometheus.MustNewConstMetric(descJWTFailures, prometheus.CounterValue, float64(jwtFailures[i].Load()), reason)
+			ch <- counter(descJWTFailures, float64(jwtFailures[i].Load()), reason)
 		}
 	}
 	if app != nil && app.Store != nil {
 		for i, reason := range storeErrorReasons {
-			ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(storeErrors[i].Load()), reason)
+			ch <- counter(descStoreErrors, float64(storeErrors[i].Load()), reason)
 		}
-		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, app.storeUp())
-		ch <- prometheus.MustNewConstMetric(descStoreNodes, prometheus.GaugeValue, app.storeNodes())
+		ch <- gauge(descStoreUp, app.storeUp())
+		ch <- gauge(descStoreNodes, app.storeNodes())
 	}
 	collectCluster(ch)
 	decisionSeconds.Collect(ch)
+}
+
+// newDesc describes the metric name, whose series have the labels
+// given (none: a single series).
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// counter is a series of the counter d: its value n, its labels' values.
+func counter(d *prometheus.Desc, n float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, n, labels...)
+}
+
+// gauge is a series of the gauge d: its value v, its labels' values.
+func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
 // registerMetrics adds the collector to a config's metrics registry.

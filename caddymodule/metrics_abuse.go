@@ -10,15 +10,15 @@ import (
 // The metrics of abuse response (block_for, cost_header), per rule that
 // uses it.
 var (
-	descBlocks = prometheus.NewDesc("caddy_rate_limit_blocks_total",
+	descBlocks = newDesc("caddy_rate_limit_blocks_total",
 		"Blocks a rule with block_for started on this node (store local: blocks learnt from other nodes of a cluster are not counted; store redis: blocks Redis started on this node's decisions).",
-		[]string{"rule"}, nil)
-	descBlockedKeys = prometheus.NewDesc("caddy_rate_limit_blocked_keys",
+		"rule")
+	descBlockedKeys = newDesc("caddy_rate_limit_blocked_keys",
 		"Keys a rule with block_for and store local blocks now on this node (its own blocks and those learnt from the cluster). Not exported for store redis (listing Redis's blocks scans its keys: see GET /rate_limit/rules/{rule}/blocked).",
-		[]string{"rule"}, nil)
-	descCostHeaderErrors = prometheus.NewDesc("caddy_rate_limit_cost_header_errors_total",
+		"rule")
+	descCostHeaderErrors = newDesc("caddy_rate_limit_cost_header_errors_total",
 		"Responses of a rule with cost_header whose header was absent or not a whole number ≥ 0: each took 1 unit.",
-		[]string{"rule"}, nil)
+		"rule")
 )
 
 func describeAbuse(ch chan<- *prometheus.Desc) {
@@ -33,11 +33,11 @@ func collectAbuse(ch chan<- prometheus.Metric, r ruleEntry) {
 		started := r.stats.abuse.redisBlocks.Load()
 		if r.blocks != nil && r.rule.Store != ruleconfig.StoreRedis {
 			started = r.blocks.Started()
-			ch <- prometheus.MustNewConstMetric(descBlockedKeys, prometheus.GaugeValue, float64(r.blocks.BlockedCountAt(time.Now())), r.name)
+			ch <- gauge(descBlockedKeys, float64(r.blocks.BlockedCountAt(time.Now())), r.name)
 		}
-		ch <- prometheus.MustNewConstMetric(descBlocks, prometheus.CounterValue, float64(started), r.name)
+		ch <- counter(descBlocks, float64(started), r.name)
 	}
 	if r.rule.CostHeader != "" {
-		ch <- prometheus.MustNewConstMetric(descCostHeaderErrors, prometheus.CounterValue, float64(r.stats.abuse.costHeaderErrors.Load()), r.name)
+		ch <- counter(descCostHeaderErrors, float64(r.stats.abuse.costHeaderErrors.Load()), r.name)
 	}
 }

@@ -7,15 +7,14 @@ import (
 
 // Cluster metrics: only when a cluster is configured.
 var (
-	descClusterMembers = prometheus.NewDesc("caddy_rate_limit_cluster_members",
-		"Cluster members this node sees alive, itself included.",
-		nil, nil)
-	descGossipBytes = prometheus.NewDesc("caddy_rate_limit_gossip_bytes_total",
+	descClusterMembers = newDesc("caddy_rate_limit_cluster_members",
+		"Cluster members this node sees alive, itself included.")
+	descGossipBytes = newDesc("caddy_rate_limit_gossip_bytes_total",
 		"Bytes of cluster messages (reports, resets) this node sent or received, before memberlist's framing and encryption; by direction: sent, received.",
-		[]string{"direction"}, nil)
-	descGossipDropped = prometheus.NewDesc("caddy_rate_limit_gossip_dropped_total",
+		"direction")
+	descGossipDropped = newDesc("caddy_rate_limit_gossip_dropped_total",
 		"Packets, connections and cluster messages this node received on its gossip port and dropped, by reason: label (without the cluster's label), decrypt (not sent with a key of the cluster), decode, empty (a connection closed before its first byte), version, type, truncated, too_large, trailing (malformed), overflow (arriving faster than handled), other.",
-		[]string{"reason"}, nil)
+		"reason")
 )
 
 // collectCluster sends the cluster metrics, if there is a cluster.
@@ -30,11 +29,11 @@ func collectCluster(ch chan<- prometheus.Metric) {
 			alive++
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(descClusterMembers, prometheus.GaugeValue, float64(alive))
+	ch <- gauge(descClusterMembers, float64(alive))
 	st := n.Cluster.Stats()
-	ch <- prometheus.MustNewConstMetric(descGossipBytes, prometheus.CounterValue, float64(st.BytesSent), "sent")
-	ch <- prometheus.MustNewConstMetric(descGossipBytes, prometheus.CounterValue, float64(st.BytesReceived), "received")
+	ch <- counter(descGossipBytes, float64(st.BytesSent), "sent")
+	ch <- counter(descGossipBytes, float64(st.BytesReceived), "received")
 	for reason, count := range st.Dropped {
-		ch <- prometheus.MustNewConstMetric(descGossipDropped, prometheus.CounterValue, float64(count), reason)
+		ch <- counter(descGossipDropped, float64(count), reason)
 	}
 }

@@ -1,5 +1,7 @@
 package geo
 
+import "math/bits"
+
 // The range tables map every address to a value: 0 for an unknown country,
 // codeIndex+1 for a country, or, in the IPv6 table only, aliasValue(n)
 // for an alias of the IPv4 networks (see alias.go) or groupValue (see
@@ -74,23 +76,44 @@ func (t *table4) bytes() int {
 func newTable4(starts []uint32, values []uint16) table4 {
 	const buckets = 1 << bucketBits4
 	t := table4{index: make([]uint32, buckets+1), ranges: len(starts)}
-	n := len(starts)
-	t.entries = make([]uint32, 0, n+buckets)
+	t.entries = make([]uint32, 0, len(starts)+buckets)
 	i := 0
 	for j := range uint32(buckets) {
 		t.index[j] = uint32(len(t.entries))
-		bucket := j << (32 - bucketBits4)
-		// The range holding the bucket's first address.
-		for i+1 < n && starts[i+1] <= bucket {
-			i++
-		}
-		t.entries = append(t.entries, uint32(values[i]))
-		for i+1 < n && starts[i+1]>>(32-bucketBits4) == j {
-			i++
-			t.entries = append(t.entries, starts[i]<<bucketBits4|uint32(values[i]))
-		}
+		first, last := bucketRanges(starts, i, j, bucketBits4)
+		t.entries = appendRanges(t.entries, starts[first:last+1], values[first:last+1], bucketBits4)
+		i = last
 	}
 	t.index[buckets] = uint32(len(t.entries))
 	t.entries = clip(t.entries)
 	return t
+}
+
+// bucketRanges returns the ranges of bucket j, the keys whose first
+// bucketBits bits are j: from first, the range holding the bucket's first
+// key, to last, the last range that starts in the bucket (first if none
+// does). from is the last range of the bucket before, or 0.
+func bucketRanges[K uint32 | uint64](starts []K, from int, j K, bucketBits int) (first, last int) {
+	shift := bits.Len64(uint64(^K(0))) - bucketBits
+	first = from
+	for first+1 < len(starts) && starts[first+1] <= j<<shift {
+		first++
+	}
+	last = first
+	for last+1 < len(starts) && starts[last+1]>>shift == j {
+		last++
+	}
+	return first, last
+}
+
+// appendRanges appends the entries of a bucket's ranges to entries: the
+// value of the first (the range holding the bucket's first key), then each
+// other's start shifted left by bucketBits, with its value in the bits
+// freed.
+func appendRanges[K uint32 | uint64](entries, starts []K, values []uint16, bucketBits int) []K {
+	entries = append(entries, K(values[0]))
+	for i := 1; i < len(starts); i++ {
+		entries = append(entries, starts[i]<<bucketBits|K(values[i]))
+	}
+	return entries
 }

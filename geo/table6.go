@@ -174,30 +174,18 @@ func (t *table64) bytes() int {
 
 // newTable64 makes a table of the ranges; starts is sorted, starts[0] is 0.
 func newTable64(starts []uint64, values []uint16) table64 {
-	n := len(starts)
 	const buckets = 1 << bucketBits6
 	t := table64{index: make([]uint32, buckets+1)}
-	t.entries = make([]uint64, 0, n+buckets)
+	t.entries = make([]uint64, 0, len(starts)+buckets)
 	i := 0
 	for j := range uint64(buckets) {
 		t.index[j] = uint32(len(t.entries))
-		bucket := j << (64 - bucketBits6)
-		for i+1 < n && starts[i+1] <= bucket {
-			i++
+		first, last := bucketRanges(starts, i, j, bucketBits6)
+		if last-first+1 > denseEntries {
+			t.header(starts[first+1 : last+1])
 		}
-		// Ranges i (holding the bucket's first key) to last.
-		last := i
-		for last+1 < n && starts[last+1]>>(64-bucketBits6) == j {
-			last++
-		}
-		if last-i+1 > denseEntries {
-			t.header(starts[i+1 : last+1])
-		}
-		t.entries = append(t.entries, uint64(values[i]))
-		for i < last {
-			i++
-			t.entries = append(t.entries, starts[i]<<bucketBits6|uint64(values[i]))
-		}
+		t.entries = appendRanges(t.entries, starts[first:last+1], values[first:last+1], bucketBits6)
+		i = last
 	}
 	t.index[buckets] = uint32(len(t.entries))
 	t.entries = clip(t.entries)

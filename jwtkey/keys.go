@@ -200,11 +200,7 @@ func (r *rawJWK) publicKey() (crypto.PublicKey, error) {
 	}
 	switch r.Kty {
 	case "RSA":
-		n, err := b64(r.N, "n")
-		if err != nil {
-			return nil, err
-		}
-		e, err := b64(r.E, "e")
+		n, e, err := b64Pair(r.N, "n", r.E, "e")
 		if err != nil {
 			return nil, err
 		}
@@ -229,11 +225,7 @@ func (r *rawJWK) publicKey() (crypto.PublicKey, error) {
 			return nil, nil // secp256k1 and others: not supported, skipped
 		}
 		size := (curve.Params().BitSize + 7) / 8
-		x, err := b64(r.X, "x")
-		if err != nil {
-			return nil, err
-		}
-		y, err := b64(r.Y, "y")
+		x, y, err := b64Pair(r.X, "x", r.Y, "y")
 		if err != nil {
 			return nil, err
 		}
@@ -267,4 +259,18 @@ func b64(s, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%q is not base64url: %v", name, err)
 	}
 	return b, nil
+}
+
+// b64Pair decodes the two base64url members a key is made of: n and e of
+// RSA, x and y of EC.
+func b64Pair(a, aName, b, bName string) ([]byte, []byte, error) {
+	x, err := b64(a, aName)
+	if err != nil {
+		return nil, nil, err
+	}
+	y, err := b64(b, bName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return x, y, nil
 }

@@ -125,25 +125,37 @@ const (
 	edFamily
 )
 
-// algorithms are the "alg" values a Verifier knows.
-var algorithms = map[string]struct {
+// An algorithm is what a Verifier knows of one "alg" value.
+type algorithm struct {
 	family    family
-	minSecret int // HMAC: shortest secret, in bytes
-	needs     string
-}{
-	"HS256": {hmacFamily, 32, "an HMACSecret"},
-	"HS384": {hmacFamily, 48, "an HMACSecret"},
-	"HS512": {hmacFamily, 64, "an HMACSecret"},
-	"RS256": {rsaFamily, 0, "an RSA key"},
-	"RS384": {rsaFamily, 0, "an RSA key"},
-	"RS512": {rsaFamily, 0, "an RSA key"},
-	"PS256": {rsaFamily, 0, "an RSA key"},
-	"PS384": {rsaFamily, 0, "an RSA key"},
-	"PS512": {rsaFamily, 0, "an RSA key"},
-	"ES256": {ecFamily, 0, "an ECDSA P-256 key"},
-	"ES384": {ecFamily, 0, "an ECDSA P-384 key"},
-	"ES512": {ecFamily, 0, "an ECDSA P-521 key"},
-	"EdDSA": {edFamily, 0, "an Ed25519 key"},
+	minSecret int    // HMAC: shortest secret, in bytes (RFC 7518 §3.2)
+	curve     string // ECDSA: the curve's name
+}
+
+// algorithms are the "alg" values a Verifier knows.
+var algorithms = map[string]algorithm{
+	"HS256": {family: hmacFamily, minSecret: 32},
+	"HS384": {family: hmacFamily, minSecret: 48},
+	"HS512": {family: hmacFamily, minSecret: 64},
+	"RS256": {family: rsaFamily}, "RS384": {family: rsaFamily}, "RS512": {family: rsaFamily},
+	"PS256": {family: rsaFamily}, "PS384": {family: rsaFamily}, "PS512": {family: rsaFamily},
+	"ES256": {family: ecFamily, curve: "P-256"},
+	"ES384": {family: ecFamily, curve: "P-384"},
+	"ES512": {family: ecFamily, curve: "P-521"},
+	"EdDSA": {family: edFamily},
+}
+
+// needs names the key the algorithm signs with, for an error.
+func (a algorithm) needs() string {
+	switch a.family {
+	case hmacFamily:
+		return "an HMACSecret"
+	case rsaFamily:
+		return "an RSA key"
+	case ecFamily:
+		return "an ECDSA " + a.curve + " key"
+	}
+	return "an Ed25519 key"
 }
 
 // algFits reports whether alg signs with key.
@@ -230,7 +242,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 			}
 		}
 		if !cfg.Unverified && len(all) == 0 {
-			return nil, fmt.Errorf("algorithm %s has no key: it needs %s", alg, spec.needs)
+			return nil, fmt.Errorf("algorithm %s has no key: it needs %s", alg, spec.needs())
 		}
 		ak := &algKeys{noKid: keyArg(noKid), byKid: make(map[string]any, len(byKid))}
 		ak.withoutKid = ak.noKid

@@ -74,7 +74,7 @@ func exactOnce(binDir, dir string, bin binary) (admitted, other int64, err error
 	// start's readiness probe was one request of the key: count it.
 	admitted = 1
 	var ok, bad atomic.Int64
-	send(exactConns, exactRequests-1, func(int64) *http.Request {
+	send(exactConns, exactRequests-1, 0, func(int, int64) *http.Request {
 		req, _ := http.NewRequest(http.MethodGet, serverURL, nil)
 		return req
 	}, func(code int) {

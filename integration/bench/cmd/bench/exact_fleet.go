@@ -2,14 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"log"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -190,42 +188,12 @@ func fleetOnce(binDir, dir string, c fleetCase) (fleetRun, error) {
 	return r, nil
 }
 
-// fleetSend sends total requests over conns keep-alive connections,
-// connection c to urls[c%len(urls)], and reports each response's status
-// to status (0 for a transport error); status must be safe for concurrent
-// use. With pace > 0, request i leaves no sooner than pace·i/total after
-// the start: the requests are spread evenly over pace. It returns the time
-// from the start to the last response.
+// fleetSend is send of GET requests, connection c's to urls[c%len(urls)].
 func fleetSend(urls []string, conns int, total int64, pace time.Duration, status func(code int)) time.Duration {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	var begin time.Time
-	for c := range conns {
-		url := urls[c%len(urls)]
-		wg.Go(func() {
-			client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1}}
-			defer client.CloseIdleConnections()
-			<-start
-			for i := next.Add(1) - 1; i < total; i = next.Add(1) - 1 {
-				if pace > 0 {
-					time.Sleep(time.Until(begin.Add(time.Duration(int64(pace) * i / total))))
-				}
-				resp, err := client.Get(url)
-				if err != nil {
-					status(0)
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				status(resp.StatusCode)
-			}
-		})
-	}
-	begin = time.Now()
-	close(start)
-	wg.Wait()
-	return time.Since(begin)
+	return send(conns, total, pace, func(c int, _ int64) *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, urls[c%len(urls)], nil)
+		return req
+	}, status)
 }
 
 // fallbacks is how many requests of edgelimit's rules with store redis

@@ -148,63 +148,53 @@ func main() {
 	case run["boundary"]:
 		stage(res.Took, "build", func() error { return build(binDir, edgelimit) })
 	}
-	if run["micro"] {
-		stage(res.Took, "micro", func() (err error) {
-			res.Micro, err = microLimiters(benchtime).runRounds(rounds)
-			if err != nil {
-				return err
-			}
-			bytes, err := microBytes().run()
-			if err != nil {
-				return err
-			}
-			maps.Copy(res.Micro, bytes)
-			res.Handler, err = microHandler(count, benchtime).run()
-			return err
-		})
+	// runStage runs the stage name if it is to run.
+	runStage := func(name string, f func() error) {
+		if run[name] {
+			stage(res.Took, name, f)
+		}
 	}
-	if run["accuracy"] {
-		stage(res.Took, "accuracy", func() (err error) {
-			res.Accuracy, err = runAccuracy(*quick)
+	runStage("micro", func() (err error) {
+		res.Micro, err = microLimiters(benchtime).runRounds(rounds)
+		if err != nil {
 			return err
-		})
-	}
-	if run["e2e"] {
-		stage(res.Took, "e2e", func() (err error) {
-			res.E2E, res.Plain, err = runE2E(binDir, work, e2e)
+		}
+		bytes, err := microBytes().run()
+		if err != nil {
 			return err
-		})
-	}
-	if run["stores"] {
-		stage(res.Took, "stores", func() (err error) {
-			res.Stores, err = runStores(binDir, work, e2e)
-			return err
-		})
-	}
-	if run["memory"] {
-		stage(res.Took, "memory", func() (err error) {
-			res.Memory, err = runMemory(binDir, work)
-			return err
-		})
-	}
-	if run["exact"] {
-		stage(res.Took, "exact", func() (err error) {
-			res.Exact, err = runExact(binDir, work)
-			return err
-		})
-	}
-	if run["boundary"] {
-		stage(res.Took, "boundary", func() (err error) {
-			res.Boundary, err = runBoundary(binDir, work)
-			return err
-		})
-	}
-	if run["cpu"] {
-		stage(res.Took, "cpu", func() (err error) {
-			res.CPU, err = runCPU(binDir, work, *quick, *cpuN, *cpuD)
-			return err
-		})
-	}
+		}
+		maps.Copy(res.Micro, bytes)
+		res.Handler, err = microHandler(count, benchtime).run()
+		return err
+	})
+	runStage("accuracy", func() (err error) {
+		res.Accuracy, err = runAccuracy(*quick)
+		return err
+	})
+	runStage("e2e", func() (err error) {
+		res.E2E, res.Plain, err = runE2E(binDir, work, e2e)
+		return err
+	})
+	runStage("stores", func() (err error) {
+		res.Stores, err = runStores(binDir, work, e2e)
+		return err
+	})
+	runStage("memory", func() (err error) {
+		res.Memory, err = runMemory(binDir, work)
+		return err
+	})
+	runStage("exact", func() (err error) {
+		res.Exact, err = runExact(binDir, work)
+		return err
+	})
+	runStage("boundary", func() (err error) {
+		res.Boundary, err = runBoundary(binDir, work)
+		return err
+	})
+	runStage("cpu", func() (err error) {
+		res.CPU, err = runCPU(binDir, work, *quick, *cpuN, *cpuD)
+		return err
+	})
 
 	data, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.WriteFile(saved, data, 0o644); err != nil {

@@ -209,30 +209,22 @@ type problem struct {
 // problemOf is the problem of a refusal, naming policies.
 func problemOf(why refusalKind, policies []string, retryAfter int64) problem {
 	secs := strconv.FormatInt(retryAfter, 10)
-	switch why {
-	case refusedBlocked:
-		return problem{
-			Type:             abnormalUsage,
-			Title:            "Request not satisfied due to detected abnormal usage",
-			Status:           http.StatusTooManyRequests,
-			Detail:           "Blocked; retry in " + secs + " seconds.",
-			ViolatedPolicies: policies,
-		}
-	case refusedFull, refusedUnavailable:
-		return problem{
-			Type:   temporaryReducedCapacity,
-			Title:  "Request cannot be satisfied due to temporary reduced capacity",
-			Status: http.StatusServiceUnavailable,
-			Detail: "Retry in " + secs + " seconds.",
-		}
-	}
-	return problem{
+	p := problem{
 		Type:             quotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           http.StatusTooManyRequests,
 		Detail:           "Retry in " + secs + " seconds.",
 		ViolatedPolicies: policies,
 	}
+	switch why {
+	case refusedBlocked:
+		p.Type, p.Title = abnormalUsage, "Request not satisfied due to detected abnormal usage"
+		p.Detail = "Blocked; retry in " + secs + " seconds."
+	case refusedFull, refusedUnavailable:
+		p.Type, p.Title = temporaryReducedCapacity, "Request cannot be satisfied due to temporary reduced capacity"
+		p.Status, p.ViolatedPolicies = http.StatusServiceUnavailable, nil
+	}
+	return p
 }
 
 // writeProblem writes p as application/problem+json, with p's status.

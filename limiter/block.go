@@ -296,10 +296,7 @@ func (b *Blocks) SweepAt(now time.Time) int {
 func (b *Blocks) Len() int {
 	n := 0
 	for i := range b.shards {
-		s := &b.shards[i]
-		s.mu.Lock()
-		n += len(s.heap)
-		s.mu.Unlock()
+		n += b.shards[i].len()
 	}
 	return n
 }
@@ -349,6 +346,13 @@ func addSpan(t, d int64) int64 {
 		return math.MaxInt64
 	}
 	return t + d
+}
+
+// len is the number of keys s holds.
+func (s *blockShard) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.heap)
 }
 
 // add enters key, not held, with no block yet (its end below any time),

@@ -263,10 +263,7 @@ func (l *Limiter) SweepAt(now time.Time) int {
 func (l *Limiter) Len() int {
 	n := 0
 	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		n += s.table.live
-		s.mu.Unlock()
+		n += l.shards[i].len()
 	}
 	return n
 }

@@ -35,6 +35,13 @@ type shard struct {
 	_         [40]byte // keeps neighbouring shards' locks off one cache line
 }
 
+// len is the number of live keys in s.
+func (s *shard) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.table.live
+}
+
 // insert makes room for a new key of hash h, by eviction if the shard is
 // full, and returns its slot, whose state is zero. The new key starts
 // unreferenced, so a flood of keys seen once evicts itself before it

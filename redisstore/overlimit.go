@@ -125,12 +125,16 @@ func (c *overLimit) forget(key string) {
 func (c *overLimit) len() int {
 	n := 0
 	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.RLock()
-		n += len(sh.keys)
-		sh.mu.RUnlock()
+		n += c.shards[i].len()
 	}
 	return n
+}
+
+// len is the number of denials sh keeps, expired ones included.
+func (sh *deniedShard) len() int {
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return len(sh.keys)
 }
 
 // Counters count where a Store's decisions came from. A caller that

@@ -279,26 +279,12 @@ func (b *Blocks) ListAt(now time.Time, max int) []BlockedKey {
 // duration before now, and returns how many.
 func (b *Blocks) SweepAt(now time.Time) int {
 	t := now.UnixNano()
-	freed := 0
-	for i := range b.shards {
-		s := &b.shards[i]
-		s.mu.Lock()
-		for len(s.heap) > 0 && t-s.heap[0].until > b.reset {
-			s.remove(s.heap[0])
-			freed++
-		}
-		s.mu.Unlock()
-	}
-	return freed
+	return sumShards(b.shards, func(s *blockShard) int { return s.sweep(t, b.reset) })
 }
 
 // Len is the number of keys held: blocked, or with offences not swept yet.
 func (b *Blocks) Len() int {
-	n := 0
-	for i := range b.shards {
-		n += b.shards[i].len()
-	}
-	return n
+	return sumShards(b.shards, (*blockShard).len)
 }
 
 // BlockedCountAt is the number of keys blocked at now (the blocked_keys
@@ -353,6 +339,19 @@ func (s *blockShard) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.heap)
+}
+
+// sweep forgets the keys whose last block ended more than reset before
+// t, and returns how many.
+func (s *blockShard) sweep(t, reset int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	freed := 0
+	for len(s.heap) > 0 && t-s.heap[0].until > reset {
+		s.remove(s.heap[0])
+		freed++
+	}
+	return freed
 }
 
 // add enters key, not held, with no block yet (its end below any time),

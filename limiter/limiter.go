@@ -251,21 +251,13 @@ func (l *Limiter) MarkSpent(key string) bool {
 // SweepAt frees every key that is idle at now (whose state is the same as
 // a new key's), one shard at a time, and returns how many it freed.
 func (l *Limiter) SweepAt(now time.Time) int {
-	p := l.plan.Load()
-	freed := 0
-	for i := range l.shards {
-		freed += l.shards[i].sweep(p, now.UnixNano())
-	}
-	return freed
+	p, t := l.plan.Load(), now.UnixNano()
+	return sumShards(l.shards, func(s *shard) int { return s.sweep(p, t) })
 }
 
 // Len is the number of live keys.
 func (l *Limiter) Len() int {
-	n := 0
-	for i := range l.shards {
-		n += l.shards[i].len()
-	}
-	return n
+	return sumShards(l.shards, (*shard).len)
 }
 
 // Evictions is the number of keys evicted to make room since New.

@@ -35,6 +35,16 @@ type shard struct {
 	_         [40]byte // keeps neighbouring shards' locks off one cache line
 }
 
+// sumShards adds up f over shards, one shard at a time: each f takes its
+// shard's lock itself.
+func sumShards[S any](shards []S, f func(*S) int) int {
+	n := 0
+	for i := range shards {
+		n += f(&shards[i])
+	}
+	return n
+}
+
 // len is the number of live keys in s.
 func (s *shard) len() int {
 	s.mu.Lock()

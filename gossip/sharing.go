@@ -271,9 +271,11 @@ func (s *Sharing) Tick(now time.Time) Report {
 		if rule.Used != nil {
 			used = rule.Used(*key, now)
 		}
-		// Near its share here, or hot elsewhere and asked here or with a
-		// use of the window in force: reported.
-		if t.smoothed >= 0.5*share*perInterval || (t.smoothed > 0 || used > 0) && s.table.keys[id] != nil {
+		// Near its share here, by rate or by use of the window in force
+		// (a long window's key can use its share at a rate no interval
+		// shows), or hot elsewhere and asked here or with a use: reported.
+		near := t.smoothed >= 0.5*share*perInterval || float64(used) >= 0.5*share*float64(t.limit.Load())
+		if near || (t.smoothed > 0 || used > 0) && s.table.keys[id] != nil {
 			if len(r.Entries) < MaxEntries {
 				t.hot = true
 				r.Entries = append(r.Entries, Entry{

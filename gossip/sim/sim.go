@@ -46,10 +46,15 @@ type Scenario struct {
 	Name    string
 	Nodes   int     // default 10
 	Seconds int     // default 10
-	Limit   int64   // L, units per second; default 1000
-	Offered float64 // offered load, × L (summed over the keys); default 1.5
-	Dist    Dist
-	Keys    int // default 1; more: Zipf(1.1) over the keys, each with its own L
+	Limit   int64   // L, units per Window; default 1000
+	Offered float64 // offered load, × L a second (summed over the keys); default 1.5
+	// Window is the limit's window. Default 1s.
+	Window time.Duration
+	// Rate, if set, is the offered load in requests a second, instead of
+	// Offered (a long window's key is asked a few times a minute).
+	Rate float64
+	Dist Dist
+	Keys int // default 1; more: Zipf(1.1) over the keys, each with its own L
 	// Algorithm is the nodes' limiter algorithm. Default: token bucket
 	// (burst L/10); a window has no burst.
 	Algorithm limiter.Algorithm
@@ -117,6 +122,8 @@ type Result struct {
 	// TopKeyPerSecond is, with several keys, the most asked key's
 	// admitted/L per second.
 	TopKeyPerSecond []float64
+	// Admitted is the units admitted over the run, on each node.
+	Admitted []int64
 }
 
 // message is a report on its way to node to.
@@ -184,6 +191,12 @@ func (s *Scenario) defaults() {
 	if s.Algorithm == "" {
 		s.Algorithm = limiter.TokenBucket
 	}
+	if s.Window == 0 {
+		s.Window = time.Second
+	}
+	if s.Rate == 0 {
+		s.Rate = s.Offered * float64(s.Limit) / s.Window.Seconds()
+	}
 }
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -210,7 +223,7 @@ func Run(s Scenario) Result {
 	for i := range s.Nodes {
 		lim, err := limiter.New(limiter.Config{
 			Algorithm: s.Algorithm,
-			Limits:    []limiter.Limit{{Count: s.Limit, Window: time.Second}},
+			Limits:    []limiter.Limit{{Count: s.Limit, Window: s.Window}},
 			Burst:     burst,
 			Shares:    true,
 		})
@@ -220,7 +233,7 @@ func Run(s Scenario) Result {
 		name := fmt.Sprintf("node-%03d", i)
 		sh := gossip.NewSharing(gossip.SharingConfig{Self: name, Interval: s.Interval, OnPartition: s.OnPartition})
 		sh.SetClusterSize(s.Nodes)
-		rule := gossip.Rule{Name: "sim", Window: time.Second, Demand: func(key string) uint64 {
+		rule := gossip.Rule{Name: "sim", Window: s.Window, Demand: func(key string) uint64 {
 			d, _ := lim.TakeDemand(key)
 			return d
 		}}
@@ -349,8 +362,8 @@ func (sm *sim) run() Result {
 	admitted := make([]int64, steps)
 	asked := make([]int64, steps)
 	topKey := make([]int64, s.Seconds)
-	rate := s.Offered * float64(s.Limit) // units per second over the cluster
-	phase := make([]int64, s.Nodes)      // each node ticks when step%interval is its phase
+	rate := s.Rate                  // units per second over the cluster
+	phase := make([]int64, s.Nodes) // each node ticks when step%interval is its phase
 	for i := range phase {
 		phase[i] = int64(i) * interval / int64(s.Nodes)
 		if s.RandomTicks {
@@ -358,7 +371,8 @@ func (sm *sim) run() Result {
 		}
 	}
 	arrivals := make([][]int64, s.Nodes) // this step's requests on each node (ns)
-	sent := 0.0                          // Paced: requests sent so far
+	perNode := make([]int64, s.Nodes)
+	sent := 0.0 // Paced: requests sent so far
 	var w []float64
 	for step := range steps {
 		now := step * ms
@@ -414,6 +428,7 @@ func (sm *sim) run() Result {
 				}
 				if d.Allowed {
 					admitted[step]++
+					perNode[i]++
 					if key == 0 {
 						topKey[step/1000]++
 					}
@@ -421,7 +436,7 @@ func (sm *sim) run() Result {
 			}
 		}
 	}
-	res := Result{Scenario: s}
+	res := Result{Scenario: s, Admitted: perNode}
 	norm := float64(s.Limit)
 	for sec := range s.Seconds {
 		a, o := int64(0), int64(0)

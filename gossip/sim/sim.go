@@ -147,8 +147,7 @@ type sim struct {
 	rng     *rand.Rand
 	zipf    *rand.Zipf
 	nodes   []*node
-	q       timeline[message]
-	qseq    int64
+	net     network
 	names   []string // key index → limiter key
 	bytes   int64
 	reports int64
@@ -158,45 +157,19 @@ type sim struct {
 func keyName(i uint64) string { return fmt.Sprintf("k%d", i) }
 
 func (s *Scenario) defaults() {
-	if s.Nodes == 0 {
-		s.Nodes = 10
-	}
-	if s.Seconds == 0 {
-		s.Seconds = 10
-	}
-	if s.Limit == 0 {
-		s.Limit = 1000
-	}
-	if s.Offered == 0 {
-		s.Offered = 1.5
-	}
-	if s.Keys == 0 {
-		s.Keys = 1
-	}
-	if s.Seed == 0 {
-		s.Seed = 1
-	}
-	if s.Latency == 0 {
-		s.Latency = 5 * time.Millisecond
-	}
-	if s.Jitter == 0 {
-		s.Jitter = 5 * time.Millisecond
-	}
-	if s.Interval == 0 {
-		s.Interval = gossip.DefaultSyncInterval
-	}
-	if s.PartitionSize == 0 {
-		s.PartitionSize = 4
-	}
-	if s.Algorithm == "" {
-		s.Algorithm = limiter.TokenBucket
-	}
-	if s.Window == 0 {
-		s.Window = time.Second
-	}
-	if s.Rate == 0 {
-		s.Rate = s.Offered * float64(s.Limit) / s.Window.Seconds()
-	}
+	orDefault(&s.Nodes, 10)
+	orDefault(&s.Seconds, 10)
+	orDefault(&s.Limit, 1000)
+	orDefault(&s.Offered, 1.5)
+	orDefault(&s.Keys, 1)
+	orDefault(&s.Seed, 1)
+	orDefault(&s.Latency, 5*time.Millisecond)
+	orDefault(&s.Jitter, 5*time.Millisecond)
+	orDefault(&s.Interval, gossip.DefaultSyncInterval)
+	orDefault(&s.PartitionSize, 4)
+	orDefault(&s.Algorithm, limiter.TokenBucket)
+	orDefault(&s.Window, time.Second)
+	orDefault(&s.Rate, s.Offered*float64(s.Limit)/s.Window.Seconds())
 }
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -210,6 +183,7 @@ func (sm *sim) at(ns int64) time.Time { return at(int64(sm.s.Start) + ns) }
 func Run(s Scenario) Result {
 	s.defaults()
 	sm := &sim{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
+	sm.net = network{rng: sm.rng, latency: s.Latency, jitter: s.Jitter}
 	if s.Keys > 1 {
 		sm.zipf = rand.NewZipf(sm.rng, 1.1, 1, uint64(s.Keys-1))
 	}
@@ -348,9 +322,7 @@ func (sm *sim) tick(i int, now int64) {
 		if sm.partitioned(i, j, time.Duration(now)) || sm.rng.Float64() < sm.s.Loss {
 			continue
 		}
-		delay := int64(sm.s.Latency) + int64(sm.rng.Float64()*float64(sm.s.Jitter))
-		sm.qseq++
-		sm.q.add(now+delay, sm.qseq, message{to: j, r: r})
+		sm.net.send(now, j, r)
 	}
 }
 
@@ -383,14 +355,11 @@ func (sm *sim) run() Result {
 		if step%100 == 0 || w == nil {
 			w = sm.weights(t)
 		}
-		for sm.q.dueBefore(now + ms) {
-			m := sm.q.next()
-			n := sm.nodes[m.v.to]
-			if n.dead {
-				continue
+		sm.net.deliver(now+ms, func(to int, r gossip.Report, at int64) {
+			if n := sm.nodes[to]; !n.dead {
+				n.share.Observe(r, sm.at(at))
 			}
-			n.share.Observe(m.v.r, sm.at(m.at))
-		}
+		})
 		for i := range arrivals {
 			arrivals[i] = arrivals[i][:0]
 		}

@@ -364,6 +364,28 @@ func (s *Sharing) update(rules map[uint64]Rule, id KeyID, t *tracked, now time.T
 	t.share.Store(math.Float64bits(share))
 }
 
+// OthersUsed returns the units the other nodes last reported of key's
+// use of its window in force (Entry.Admitted), rule being KeyHash of the
+// rule's name: 0 for a key hot nowhere (the others report no use then)
+// and for buckets (they have no window). With this node's own use, it is
+// the fleet's count of the key as the reports tell it.
+func (s *Sharing) OthersUsed(rule uint64, key string, now time.Time) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.table.keys[KeyID{rule, KeyHash(key)}]
+	if ks == nil {
+		return 0
+	}
+	g := s.table.gather(ks, now)
+	used := 0.0
+	for i, u := range s.table.uses {
+		if i != g.self {
+			used += u.used
+		}
+	}
+	return uint64(used)
+}
+
 // reserve counts one more key tracked, if there is room.
 func (s *Sharing) reserve() bool {
 	if s.tracked.Add(1) > int64(s.cfg.MaxKeys) {

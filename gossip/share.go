@@ -366,11 +366,13 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	if byUse {
 		// Idle everywhere (as the others know): the limit goes in
 		// proportion to use, every node keeping its floor.
+		known = 0
 		for i := range demands {
 			demands[i].Demand = uses[i].used
 			if i == g.self && raising {
 				demands[i].Demand = min(uses[i].used, ks.selfPrevUsed)
 			}
+			known += demands[i].Demand
 		}
 		opts.Capacity = 0
 	}
@@ -381,7 +383,7 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	shares := allocateSorted(demands, opts, t.shares[:len(demands)])
 	target = shares[g.self].Share
 	switch {
-	case known == 0 && !byUse: // this node's first report: the others know nothing yet
+	case known == 0: // this node's first report: the others know nothing yet
 		target = cold
 	case now.Sub(ks.hotAt) < t.cfg.RaiseDelay: // the others may still be at the cold share
 		target = min(target, cold)

@@ -325,18 +325,7 @@ func TestRedisBlocksAcrossNodes(t *testing.T) {
 }
 
 // clusterBlocksCaddyfile is a shared rule with blocks, in a cluster.
-const clusterBlocksCaddyfile = `{
-	{{.Global}}
-	rate_limit {
-		cluster {
-			bind {$EDGELIMIT_GOSSIP_BIND}
-			join {$EDGELIMIT_GOSSIP_JOIN}
-			node_name {$EDGELIMIT_NODE}
-			sync_interval 100ms
-		}
-	}
-}
-http://127.0.0.1:{{.HTTP}} {
+const clusterBlocksCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit {
 		name api
 		limit 300 1m

@@ -14,18 +14,7 @@ const tenNodesLimit = 100
 
 // tenNodesCaddyfile: L = 100 a second per key, token_bucket on /tb and
 // sliding_window on /sw, shared by the cluster.
-const tenNodesCaddyfile = `{
-	{{.Global}}
-	rate_limit {
-		cluster {
-			bind {$EDGELIMIT_GOSSIP_BIND}
-			join {$EDGELIMIT_GOSSIP_JOIN}
-			node_name {$EDGELIMIT_NODE}
-			sync_interval 100ms
-		}
-	}
-}
-http://127.0.0.1:{{.HTTP}} {
+const tenNodesCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit /tb {
 		name tb
 		limit 100 1s

@@ -8,18 +8,7 @@ import (
 
 // longWindowCaddyfile: shared rules of 30 an hour (with block_for) and
 // 30 a day, on a cluster of three.
-const longWindowCaddyfile = `{
-	{{.Global}}
-	rate_limit {
-		cluster {
-			bind {$EDGELIMIT_GOSSIP_BIND}
-			join {$EDGELIMIT_GOSSIP_JOIN}
-			node_name {$EDGELIMIT_NODE}
-			sync_interval 100ms
-		}
-	}
-}
-http://127.0.0.1:{{.HTTP}} {
+const longWindowCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit /hour {
 		name hour
 		limit 30 1h

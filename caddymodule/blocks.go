@@ -150,7 +150,7 @@ func (h *Handler) offend(ru *rule, q *request, f facts, v *verdict) (blocked boo
 		h.blockStarted(ru, q, f.key, b.Until, int(b.Offences))
 		return false
 	}
-	if ru.abuse.blocks == nil {
+	if ru.abuse.blocks == nil || !ru.fleetOver(h.app, f, q.now) {
 		return false
 	}
 	until, offences, isNew := ru.abuse.blocks.OffendAt(f.key, q.now)
@@ -166,6 +166,29 @@ func (h *Handler) offend(ru *rule, q *request, f facts, v *verdict) (blocked boo
 		h.blockStarted(ru, q, f.key, until, offences)
 	}
 	return false
+}
+
+// fleetOver reports whether a denial of f's key found the fleet over the
+// key's limit, which alone starts a block: always for a rule not shared;
+// for a shared rule, when this node's own count has no room for the
+// request under the whole limit, or its count and the others' last
+// reported (a window's: buckets report none) leave less than the request
+// and the floors the shares keep for the other nodes (gossip.DefaultFloor
+// of the limit). A denial at a share that has not followed the key's use
+// here yet (the cold share, a raise on its way) starts none: the key asks
+// for more in this node's next report (a key of limit 30 an hour was
+// blocked for the hour after 11 requests on one node of three).
+func (ru *rule) fleetOver(a *App, f facts, now time.Time) bool {
+	sh := a.sharing()
+	if !ru.clustered || sh == nil {
+		return true
+	}
+	if d := ru.lim.PeekScaledAt(f.key, now, f.cost, f.scale); !d.Allowed {
+		return true
+	}
+	limit := float64(limiter.ScaledCount(ru.Limits[0].Count, f.scale))
+	fleet := ru.lim.UsedAt(f.key, now) + int64(sh.OthersUsed(ru.hash, f.key, now)) + f.cost
+	return float64(fleet) > limit*(1-gossip.DefaultFloor)
 }
 
 // blockStarted logs a new block (sampled, as denials) and emits the

@@ -80,7 +80,14 @@
 // key's first interval taken as it is, zeroed only when idle and below
 // 0.5); a single interval moves it at once only if a Poisson count of the
 // smoothed mean would be that far with probability < 1e-3. Cold keys get
-// (1+10%)/N of the limit, the seed's rule. Under a share the limiter
+// (1+10%)/N of the limit, the seed's rule. A window algorithm's key is
+// reported also when its use of the window in force (Rule.Used) reaches
+// half its share, and a hot key whose demand is idle as the others know
+// it is divided in proportion to the nodes' use (Entry.Admitted), floors
+// kept, until no node reports a use: a long window's key asked a few
+// times a minute keeps its share where it is used (limit 30 a day, one
+// node of three: 29 admitted, where it went back to the cold share, 11,
+// between two requests; gossip/sim TestLongWindowOneNode). Under a share the limiter
 // holds a token bucket at min(burst, 3) units at least and starts a
 // sliding window's windows at the key's first request, weighing the
 // previous window's part rounded down (limiter.Config.Shares). Issue 23

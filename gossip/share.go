@@ -93,9 +93,10 @@ type keyState struct {
 	// (units per second), selfAt when the last arrived: until RaiseDelay
 	// has passed, the others may not have the last one, and this node
 	// counts the lower of the two for itself.
-	selfPrev float64
-	selfAt   time.Time
-	hotAt    time.Time // when the key became hot here (the cold share caps it for RaiseDelay)
+	selfPrev     float64
+	selfPrevUsed float64 // the same for its use (units)
+	selfAt       time.Time
+	hotAt        time.Time // when the key became hot here (the cold share caps it for RaiseDelay)
 
 	// While some node is silent, raises wait (settle).
 	applied    float64 // the share in force (−1: none yet)
@@ -146,7 +147,8 @@ type ShareTable struct {
 	liveAt     time.Time    // when live was counted (zero: to count again)
 	live       int          // Live(liveAt)
 	order      []string     // the nodes' names, sorted: the order of the sums
-	demands    []NodeDemand // Share's buffers
+	demands    []NodeDemand // gather's buffers, and Share's and Slots'
+	uses       []nodeUse
 	shares     []NodeShare
 }
 
@@ -265,9 +267,9 @@ func (t *ShareTable) observe(r Report, now time.Time, changed []bool) bool {
 			changed[i] = !ok || old.seq+1 < r.Seq || rec.rate != old.rate || rec.used != old.used || rec.cap != old.cap
 		}
 		if r.Node == t.cfg.Self && (!ok || old.seq != r.Seq) {
-			ks.selfPrev, ks.selfAt = 0, now
+			ks.selfPrev, ks.selfPrevUsed, ks.selfAt = 0, 0, now
 			if ok && old.seq+1 == r.Seq {
-				ks.selfPrev = old.rate
+				ks.selfPrev, ks.selfPrevUsed = old.rate, old.used
 			}
 		}
 		ks.reports[r.Node] = rec
@@ -315,72 +317,71 @@ func (t *ShareTable) Keys() []KeyID {
 // hot. A key not hot has the cold share (and is forgotten). Call it after
 // each Observe that carried the key (cuts apply at once) and at least once
 // per interval (raises apply after RaiseDelay).
+//
+// A hot key is divided by rate (its reports' Demand) while the fleet asks
+// for it, and by use (their Admitted) while it does not: a window
+// algorithm's count stays for the whole window, and a key used on one
+// node keeps nearly the whole limit there while it is idle, instead of
+// going back to the cold share, which a count above it would deny (a key
+// of limit 30 a day on one node of three admitted 11).
 func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float64, bool) {
 	ks := t.keys[id]
 	if ks == nil {
 		return t.ColdShare(), false
 	}
-	n := t.clusterSize()
-	live := t.Live(now)
-	minority := 2*live <= n
-	if minority && t.cfg.OnPartition == FailOpen {
+	if t.Minority(now) && t.cfg.OnPartition == FailOpen {
 		return 1, true
 	}
-	keepSilent := minority && t.cfg.OnPartition == LocalShare
-	demands := t.demands[:0]
-	defer func() { t.demands = demands[:0] }()
-	total, limit, current, silent := 0.0, 0.0, false, 0
-	known := 0.0      // total, with this node's demand as the others know it
-	othersUsed := 0.0 // the other nodes' use of the window in force
-	for _, name := range t.order {
-		ns := t.nodes[name]
-		alive := name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL
-		if !alive {
-			silent++
-		}
-		if !alive && !keepSilent {
-			continue
-		}
-		d := 0.0
-		if rec, ok := ks.reports[name]; ok && rec.seq == ns.seq {
-			d = rec.rate
-			limit = max(limit, rec.cap)
-			current = true
-			if name != t.cfg.Self {
-				othersUsed += rec.used
-			}
-		} else if ok && !alive {
-			delete(ks.reports, name)
-		}
-		total += d
-		if name == t.cfg.Self && now.Sub(ks.selfAt) < t.cfg.RaiseDelay {
-			// The others may not have this node's last report yet: a
-			// demand that grew counts once they have, so that they cut
-			// before this node raises.
-			d = min(d, ks.selfPrev)
-		}
-		known += d
-		demands = append(demands, NodeDemand{name, d})
-	}
-	capacity := limit / window.Seconds()
+	g := t.gather(ks, now)
+	demands, uses := t.demands, t.uses
+	n, live, minority, keepSilent, silent := g.n, g.live, g.minority, g.keepSilent, g.silent
+	capacity := g.limit / window.Seconds()
 	cold := t.ColdShare()
-	if !current || capacity <= 0 || total < cold/2*capacity {
+	usedTotal, othersUsed := 0.0, 0.0 // the nodes' use of the window in force
+	for i, u := range uses {
+		usedTotal += u.used
+		if i != g.self {
+			othersUsed += u.used
+		}
+	}
+	hot := g.total >= cold/2*capacity // by rate
+	if !g.current || capacity <= 0 || !hot && usedTotal == 0 {
 		t.drop(ks)
 		return cold, false
 	}
+	// The others may not have this node's last report yet: a demand (or a
+	// use) that grew counts once they have, so that they cut before this
+	// node raises.
+	raising := now.Sub(ks.selfAt) < t.cfg.RaiseDelay
+	if raising {
+		demands[g.self].Demand = min(demands[g.self].Demand, ks.selfPrev)
+	}
+	known := 0.0 // the rates, with this node's as the others know it
+	for _, d := range demands {
+		known += d.Demand
+	}
 	opts := t.cfg.Alloc
 	opts.Capacity = capacity
+	byUse := known < cold/2*capacity && usedTotal > 0
+	if byUse {
+		// Idle everywhere (as the others know): the limit goes in
+		// proportion to use, every node keeping its floor.
+		known = 0
+		for i := range demands {
+			demands[i].Demand = uses[i].used
+			if i == g.self && raising {
+				demands[i].Demand = min(uses[i].used, ks.selfPrevUsed)
+			}
+			known += demands[i].Demand
+		}
+		opts.Capacity = 0
+	}
 	target := 0.0
 	if cap(t.shares) < len(demands) {
 		t.shares = make([]NodeShare, len(demands))
 	}
 	shares := allocateSorted(demands, opts, t.shares[:len(demands)])
-	for _, s := range shares {
-		if s.Node == t.cfg.Self {
-			target = s.Share
-			break
-		}
-	}
+	target = shares[g.self].Share
 	switch {
 	case known == 0: // this node's first report: the others know nothing yet
 		target = cold
@@ -396,7 +397,7 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 	// always a little above their shares, from cutting steady shares.
 	room := 1.0
 	if othersUsed > 0 {
-		room = max(0, 1-othersUsed/limit) + usedSlack
+		room = max(0, 1-othersUsed/g.limit) + usedSlack
 	}
 	if minority && t.cfg.OnPartition == FailClosed {
 		if silent > 0 {
@@ -406,22 +407,7 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 		target *= float64(len(shares)) / float64(n)
 	}
 	if keepSilent && 2*live < n && silent > 0 {
-		// A strict minority cannot tell the silent nodes from a majority
-		// that has reclaimed their shares (and its own): it keeps seen/N of
-		// its share, and its nodes together at most 2×seen/N×partitionSlack
-		// (< partitionSlack) of the limit, so that the cluster admits at
-		// most (1+partitionSlack)×L whatever the split.
-		f := float64(live) / float64(n)
-		seen := 0.0
-		for _, s := range shares {
-			if ns := t.nodes[s.Node]; s.Node == t.cfg.Self || ns != nil && now.Sub(ns.seen) <= t.cfg.TTL {
-				seen += s.Share
-			}
-		}
-		target *= f
-		if capped := 2 * f * partitionSlack; seen*f > capped {
-			target *= capped / (seen * f)
-		}
+		target *= t.minorityScale(shares, uses, live)
 	}
 	if silent == 0 {
 		if t.cfg.OnPartition == FailClosed && ks.applied >= 0 && now.Sub(t.returnedAt) < 2*t.cfg.RaiseDelay {
@@ -444,6 +430,83 @@ func (t *ShareTable) Share(id KeyID, window time.Duration, now time.Time) (float
 		target = t.settle(ks, target, now)
 	}
 	return min(target, room), true
+}
+
+// nodeUse is what gather found of one node's report of a key, beside
+// its demand.
+type nodeUse struct {
+	used     float64 // its use (Entry.Admitted); 0 if its report lacks the key
+	reported bool    // its latest report carries the key
+	alive    bool    // heard from within the TTL (self always)
+}
+
+// gathered is a key's reports as gather counts them.
+type gathered struct {
+	n, live, silent      int  // N, the nodes live, the nodes known and silent
+	minority, keepSilent bool // fewer than a majority live; and LocalShare keeps the silent nodes' reports
+	self                 int  // this node's place in the demands
+	current              bool // some node counted reports the key
+	limit                float64
+	total                float64 // the demands' sum (units per second)
+}
+
+// gather collects the latest report of key ks from every node counted at
+// now (the live ones, and the silent ones when a minority keeps their
+// shares), in the order of the nodes' names, into t.demands (the rates)
+// and t.uses, and forgets the reports of silent nodes not counted. Share
+// and Slots start from it.
+func (t *ShareTable) gather(ks *keyState, now time.Time) gathered {
+	g := gathered{n: t.clusterSize(), live: t.Live(now), self: -1}
+	g.minority = 2*g.live <= g.n
+	g.keepSilent = g.minority && t.cfg.OnPartition == LocalShare
+	demands, uses := t.demands[:0], t.uses[:0]
+	for _, name := range t.order {
+		ns := t.nodes[name]
+		u := nodeUse{alive: name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL}
+		if !u.alive {
+			g.silent++
+		}
+		if !u.alive && !g.keepSilent {
+			continue
+		}
+		d := 0.0
+		if rec, ok := ks.reports[name]; ok && rec.seq == ns.seq {
+			d, u.used, u.reported = rec.rate, rec.used, true
+			g.limit = max(g.limit, rec.cap)
+			g.current = true
+		} else if ok && !u.alive {
+			delete(ks.reports, name)
+		}
+		if name == t.cfg.Self {
+			g.self = len(demands)
+		}
+		g.total += d
+		demands = append(demands, NodeDemand{name, d})
+		uses = append(uses, u)
+	}
+	t.demands, t.uses = demands, uses
+	return g
+}
+
+// minorityScale is what a node of a strict minority whose known peers
+// went silent (under LocalShare) multiplies its share by, shares being
+// the allocation over the nodes uses counts, live of them live: seen/N,
+// and less if the nodes it sees would keep more than 2×seen/N×
+// partitionSlack of the limit together. It cannot tell the silent nodes
+// from a majority that has reclaimed their shares (and its own): so the
+// cluster admits at most (1+partitionSlack)×L whatever the split.
+func (t *ShareTable) minorityScale(shares []NodeShare, uses []nodeUse, live int) float64 {
+	f := float64(live) / float64(t.clusterSize())
+	seen := 0.0
+	for i, s := range shares {
+		if uses[i].alive {
+			seen += s.Share
+		}
+	}
+	if capped := 2 * f * partitionSlack; seen*f > capped {
+		return f * capped / (seen * f)
+	}
+	return f
 }
 
 // settle applies the raise delay: a cut at once, a raise after RaiseDelay.

@@ -351,3 +351,49 @@ func TestShareTableWindowUse(t *testing.T) {
 		t.Fatalf("a's use gone: b's share %v, want %v", s, 1-DefaultFloor/2)
 	}
 }
+
+// A hot key that no node asks for any more is divided by the nodes' use
+// of its window, not sent back to the cold share (issue 36: a key of 30 a
+// day, all on one node of three, admitted 11): the node that used it
+// keeps 1 − (N−1)×floor of the limit while it stays idle, the others a
+// floor, and the key is cold again once no node reports a use.
+func TestShareTableIdleKeyByUse(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	day := 24 * time.Hour
+	id := KeyID{1, 7}
+	used := func(node string, seq uint64, demand, used uint32) Report {
+		r := rep(node, seq, demand, 7)
+		r.Entries[0].Limit, r.Entries[0].Admitted = 30, used
+		return r
+	}
+	a := NewShareTable(TableConfig{Self: "a", ClusterSize: 3})
+	b := NewShareTable(TableConfig{Self: "b", ClusterSize: 3})
+	for _, tab := range []*ShareTable{a, b} {
+		for _, node := range []string{"b", "c"} {
+			tab.Observe(Report{Node: node, Seq: 1}, t0) // known, live, not asking
+		}
+	}
+	one := 1 - 2*DefaultFloor/3
+	for i, step := range []struct {
+		demand, used uint32
+		wantA, wantB float64
+		hot          bool
+	}{
+		{0, 6, a.ColdShare(), DefaultFloor / 3, true}, // newly hot: a at most the cold share for a raise delay
+		{0, 6, one, DefaultFloor / 3, true},
+		{3, 20, one, DefaultFloor / 3, true}, // asked again: by rate, the same split
+		{0, 20, one, DefaultFloor / 3, true}, // idle again: by use
+		{0, 0, a.ColdShare(), b.ColdShare(), false},
+	} {
+		now := ms(100 * (i + 1))
+		r := used("a", uint64(i+1), step.demand, step.used)
+		a.Observe(r, now)
+		b.Observe(r, now)
+		sa, hot := a.Share(id, day, now)
+		sb, _ := b.Share(id, day, now)
+		if math.Abs(sa-step.wantA) > 1e-9 || math.Abs(sb-step.wantB) > 1e-9 || hot != step.hot {
+			t.Fatalf("step %d: a's share %v (hot %v), b's %v; want %v (hot %v), %v", i, sa, hot, sb, step.wantA, step.hot, step.wantB)
+		}
+	}
+}

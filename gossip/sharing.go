@@ -271,9 +271,11 @@ func (s *Sharing) Tick(now time.Time) Report {
 		if rule.Used != nil {
 			used = rule.Used(*key, now)
 		}
-		// Near its share here, or hot elsewhere and asked here or with a
-		// use of the window in force: reported.
-		if t.smoothed >= 0.5*share*perInterval || (t.smoothed > 0 || used > 0) && s.table.keys[id] != nil {
+		// Near its share here, by rate or by use of the window in force
+		// (a long window's key can use its share at a rate no interval
+		// shows), or hot elsewhere and asked here or with a use: reported.
+		near := t.smoothed >= 0.5*share*perInterval || float64(used) >= 0.5*share*float64(t.limit.Load())
+		if near || (t.smoothed > 0 || used > 0) && s.table.keys[id] != nil {
 			if len(r.Entries) < MaxEntries {
 				t.hot = true
 				r.Entries = append(r.Entries, Entry{
@@ -360,6 +362,28 @@ func (s *Sharing) update(rules map[uint64]Rule, id KeyID, t *tracked, now time.T
 		share = math.Float64frombits(s.cold.Load()) // on_partition applied
 	}
 	t.share.Store(math.Float64bits(share))
+}
+
+// OthersUsed returns the units the other nodes last reported of key's
+// use of its window in force (Entry.Admitted), rule being KeyHash of the
+// rule's name: 0 for a key hot nowhere (the others report no use then)
+// and for buckets (they have no window). With this node's own use, it is
+// the fleet's count of the key as the reports tell it.
+func (s *Sharing) OthersUsed(rule uint64, key string, now time.Time) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.table.keys[KeyID{rule, KeyHash(key)}]
+	if ks == nil {
+		return 0
+	}
+	g := s.table.gather(ks, now)
+	used := 0.0
+	for i, u := range s.table.uses {
+		if i != g.self {
+			used += u.used
+		}
+	}
+	return uint64(used)
 }
 
 // reserve counts one more key tracked, if there is room.

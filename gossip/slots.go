@@ -182,47 +182,18 @@ func (t *ShareTable) Slots(id KeyID, limit uint32, now time.Time) (int64, bool) 
 	if ks == nil {
 		return cold(), false
 	}
-	n := t.clusterSize()
-	live := t.Live(now)
-	minority := 2*live <= n
-	keepSilent := minority && t.cfg.OnPartition == LocalShare
+	g := t.gather(ks, now)
+	demands, uses := t.demands, t.uses
+	n, live, minority, keepSilent, silent, self := g.n, g.live, g.minority, g.keepSilent, g.silent, g.self
 	iv := t.cfg.Interval.Seconds()
-	demands := t.demands[:0]
-	defer func() { t.demands = demands[:0] }()
-	used := make([]float64, 0, len(t.order))
-	total, nSlots, current, silent, self := 0.0, 0.0, false, 0, -1
-	var unseen []int // the nodes alive that have not reported the key
-	for _, name := range t.order {
-		ns := t.nodes[name]
-		alive := name == t.cfg.Self || now.Sub(ns.seen) <= t.cfg.TTL
-		if !alive {
-			silent++
-		}
-		if !alive && !keepSilent {
-			continue
-		}
-		d, u := 0.0, 0.0
-		if rec, ok := ks.reports[name]; ok && rec.seq == ns.seq {
-			d, u = max(rec.rate, rec.used/iv), rec.used
-			nSlots = max(nSlots, rec.cap)
-			current = true
-		} else {
-			if ok && !alive {
-				delete(ks.reports, name)
-			}
-			if alive && name != t.cfg.Self {
-				unseen = append(unseen, len(demands)) // it may not follow the key yet: it admits at its cold cap
-			}
-		}
-		if name == t.cfg.Self {
-			self = len(demands)
-		}
-		total += d
-		demands = append(demands, NodeDemand{name, d})
-		used = append(used, u)
+	nSlots, total := g.limit, 0.0
+	for i := range demands {
+		// what it holds is wanted too
+		demands[i].Demand = max(demands[i].Demand, uses[i].used/iv)
+		total += demands[i].Demand
 	}
 	capacity := nSlots / iv
-	if !current || capacity <= 0 || total < t.ColdShare()/2*capacity {
+	if !g.current || capacity <= 0 || total < t.ColdShare()/2*capacity {
 		t.drop(ks)
 		return cold(), false
 	}
@@ -247,21 +218,9 @@ func (t *ShareTable) Slots(id KeyID, limit uint32, now time.Time) (int64, bool) 
 			caps[i] = int64(math.Floor(shares[i].Share*f*nSlots + 1e-9))
 		}
 	case keepSilent && 2*live < n && silent > 0:
-		// As Share: a strict minority keeps seen/N of its share, and its
-		// side at most 2×seen/N×partitionSlack of N.
-		f := float64(live) / float64(n)
-		seen := 0.0
-		for i, sh := range shares {
-			if ns := t.nodes[sh.Node]; i == self || ns != nil && now.Sub(ns.seen) <= t.cfg.TTL {
-				seen += sh.Share
-			}
-		}
-		g := f
-		if capped := 2 * f * partitionSlack; seen*f > capped {
-			g *= capped / (seen * f)
-		}
+		f := t.minorityScale(shares, uses, live) // as Share
 		for i := range shares {
-			caps[i] = int64(math.Floor(shares[i].Share*g*nSlots + 1e-9))
+			caps[i] = int64(math.Floor(shares[i].Share*f*nSlots + 1e-9))
 		}
 	default:
 		apportion(shares, int64(nSlots), id.Key, caps)
@@ -277,19 +236,21 @@ func (t *ShareTable) Slots(id KeyID, limit uint32, now time.Time) (int64, bool) 
 	mine := t.settleAfter(ks, float64(caps[self]), now, t.cfg.RaiseDelay+t.cfg.Interval)
 	// What the others hold or may admit: a node's requests in flight
 	// above its cap stay until they end.
-	for _, i := range unseen {
-		used[i] = max(used[i], float64(cold()))
-	}
 	room := nSlots
 	if never := n - len(t.order); never > 0 {
 		// Nodes of the cluster never heard from (still joining) admit
 		// at their cold cap.
 		room -= float64(never) * float64(cold())
 	}
-	for i := range caps {
-		if i != self {
-			room -= max(used[i], float64(caps[i]))
+	for i, u := range uses {
+		if i == self {
+			continue
 		}
+		held := u.used
+		if u.alive && !u.reported {
+			held = max(held, float64(cold())) // it may not follow the key yet: it admits at its cold cap
+		}
+		room -= max(held, float64(caps[i]))
 	}
 	return int64(max(0, min(mine, room))), true
 }

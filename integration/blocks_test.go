@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +30,18 @@ func (p *caddyProc) keyState(t *testing.T, rule, key string) keyState {
 	var v keyState
 	p.adminJSON(t, "/rate_limit/rules/"+rule+"/keys/"+key, &v)
 	return v
+}
+
+// blockedKey reports whether the node has a block of key by rule (false
+// if it has no state of the key).
+func (p *caddyProc) blockedKey(t *testing.T, rule, key string) bool {
+	t.Helper()
+	code, body := p.admin(t, http.MethodGet, "/rate_limit/rules/"+rule+"/keys/"+key, "")
+	var v keyState
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &v) != nil {
+		return false
+	}
+	return v.BlockedUntil != nil
 }
 
 // TestExampleLogin: successful logins take nothing (each reserves a unit
@@ -312,18 +325,7 @@ func TestRedisBlocksAcrossNodes(t *testing.T) {
 }
 
 // clusterBlocksCaddyfile is a shared rule with blocks, in a cluster.
-const clusterBlocksCaddyfile = `{
-	{{.Global}}
-	rate_limit {
-		cluster {
-			bind {$EDGELIMIT_GOSSIP_BIND}
-			join {$EDGELIMIT_GOSSIP_JOIN}
-			node_name {$EDGELIMIT_NODE}
-			sync_interval 100ms
-		}
-	}
-}
-http://127.0.0.1:{{.HTTP}} {
+const clusterBlocksCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit {
 		name api
 		limit 300 1m
@@ -342,24 +344,32 @@ func TestClusterBlockSpreads(t *testing.T) {
 	t.Parallel()
 	nodes := startNodes(t, 3, caddyOf(t, clusterBlocksCaddyfile))
 	key := []string{"X-Api-Key", "abuser"}
-	// node 1 alone: its cold share of 300 is about 110; go on until denied
-	denied := false
-	for range 400 {
+	// node 1 alone: its cold share of 300 is about 110, and a denial there
+	// starts no block (the fleet is not over the limit); go on until the
+	// key's share here (0.987 of 300) is spent and a denial blocks it
+	blocked := false
+	for range 1000 { // 110 at the cold share, denials until the key is hot (~200 ms), then 0.987×300
 		if nodes[0].status(t, "/x", key...) == 429 {
-			denied = true
-			break
+			if blocked = nodes[0].keyState(t, "api", "abuser").BlockedUntil != nil; blocked {
+				break
+			}
 		}
 	}
-	if !denied {
-		t.Fatal("node 1 never denied the key")
+	if !blocked {
+		t.Fatal("node 1 never blocked the key")
 	}
 	start := time.Now()
 	for i, p := range nodes[1:] {
-		for p.status(t, "/x", key...) != 429 {
+		// the others deny the key at their floor's share already: what
+		// tells the block is their view of the key
+		for !p.blockedKey(t, "api", "abuser") {
 			if time.Since(start) > time.Second {
-				t.Fatalf("node %d still serves the key %s after node 1 blocked it", i+2, time.Since(start))
+				t.Fatalf("node %d has no block of the key %s after node 1 blocked it", i+2, time.Since(start))
 			}
 			time.Sleep(10 * time.Millisecond) // the poll's interval
+		}
+		if code := p.status(t, "/x", key...); code != 429 {
+			t.Fatalf("node %d, the key blocked: %d", i+2, code)
 		}
 	}
 	t.Logf("the block was in force on every node %s after it started", time.Since(start))

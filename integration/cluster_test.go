@@ -66,6 +66,21 @@ func startCluster(t *testing.T, n int, env ...string) []*caddyProc {
 	return startNodes(t, n, func(env ...string) *caddyProc { return startExample(t, "cluster.Caddyfile", env...) }, env...)
 }
 
+// nodeGlobal is the global options of a node that startNodes starts: a
+// cluster on the gossip address, the join list and the name it gives.
+const nodeGlobal = `{
+	{{.Global}}
+	rate_limit {
+		cluster {
+			bind {$EDGELIMIT_GOSSIP_BIND}
+			join {$EDGELIMIT_GOSSIP_JOIN}
+			node_name {$EDGELIMIT_NODE}
+			sync_interval 100ms
+		}
+	}
+}
+`
+
 // startNodes starts n nodes with start, each named edge-N and told to bind
 // its gossip port and join all of them (EDGELIMIT_NODE,
 // EDGELIMIT_GOSSIP_BIND, EDGELIMIT_GOSSIP_JOIN, EDGELIMIT_GOSSIP_KEY) and

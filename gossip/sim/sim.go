@@ -46,10 +46,15 @@ type Scenario struct {
 	Name    string
 	Nodes   int     // default 10
 	Seconds int     // default 10
-	Limit   int64   // L, units per second; default 1000
-	Offered float64 // offered load, × L (summed over the keys); default 1.5
-	Dist    Dist
-	Keys    int // default 1; more: Zipf(1.1) over the keys, each with its own L
+	Limit   int64   // L, units per Window; default 1000
+	Offered float64 // offered load, × L a second (summed over the keys); default 1.5
+	// Window is the limit's window. Default 1s.
+	Window time.Duration
+	// Rate, if set, is the offered load in requests a second, instead of
+	// Offered (a long window's key is asked a few times a minute).
+	Rate float64
+	Dist Dist
+	Keys int // default 1; more: Zipf(1.1) over the keys, each with its own L
 	// Algorithm is the nodes' limiter algorithm. Default: token bucket
 	// (burst L/10); a window has no burst.
 	Algorithm limiter.Algorithm
@@ -117,6 +122,8 @@ type Result struct {
 	// TopKeyPerSecond is, with several keys, the most asked key's
 	// admitted/L per second.
 	TopKeyPerSecond []float64
+	// Admitted is the units admitted over the run, on each node.
+	Admitted []int64
 }
 
 // message is a report on its way to node to.
@@ -140,8 +147,7 @@ type sim struct {
 	rng     *rand.Rand
 	zipf    *rand.Zipf
 	nodes   []*node
-	q       timeline[message]
-	qseq    int64
+	net     network
 	names   []string // key index → limiter key
 	bytes   int64
 	reports int64
@@ -151,39 +157,19 @@ type sim struct {
 func keyName(i uint64) string { return fmt.Sprintf("k%d", i) }
 
 func (s *Scenario) defaults() {
-	if s.Nodes == 0 {
-		s.Nodes = 10
-	}
-	if s.Seconds == 0 {
-		s.Seconds = 10
-	}
-	if s.Limit == 0 {
-		s.Limit = 1000
-	}
-	if s.Offered == 0 {
-		s.Offered = 1.5
-	}
-	if s.Keys == 0 {
-		s.Keys = 1
-	}
-	if s.Seed == 0 {
-		s.Seed = 1
-	}
-	if s.Latency == 0 {
-		s.Latency = 5 * time.Millisecond
-	}
-	if s.Jitter == 0 {
-		s.Jitter = 5 * time.Millisecond
-	}
-	if s.Interval == 0 {
-		s.Interval = gossip.DefaultSyncInterval
-	}
-	if s.PartitionSize == 0 {
-		s.PartitionSize = 4
-	}
-	if s.Algorithm == "" {
-		s.Algorithm = limiter.TokenBucket
-	}
+	orDefault(&s.Nodes, 10)
+	orDefault(&s.Seconds, 10)
+	orDefault(&s.Limit, 1000)
+	orDefault(&s.Offered, 1.5)
+	orDefault(&s.Keys, 1)
+	orDefault(&s.Seed, 1)
+	orDefault(&s.Latency, 5*time.Millisecond)
+	orDefault(&s.Jitter, 5*time.Millisecond)
+	orDefault(&s.Interval, gossip.DefaultSyncInterval)
+	orDefault(&s.PartitionSize, 4)
+	orDefault(&s.Algorithm, limiter.TokenBucket)
+	orDefault(&s.Window, time.Second)
+	orDefault(&s.Rate, s.Offered*float64(s.Limit)/s.Window.Seconds())
 }
 
 var epoch = time.Unix(1_700_000_000, 0)
@@ -197,6 +183,7 @@ func (sm *sim) at(ns int64) time.Time { return at(int64(sm.s.Start) + ns) }
 func Run(s Scenario) Result {
 	s.defaults()
 	sm := &sim{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
+	sm.net = network{rng: sm.rng, latency: s.Latency, jitter: s.Jitter}
 	if s.Keys > 1 {
 		sm.zipf = rand.NewZipf(sm.rng, 1.1, 1, uint64(s.Keys-1))
 	}
@@ -210,7 +197,7 @@ func Run(s Scenario) Result {
 	for i := range s.Nodes {
 		lim, err := limiter.New(limiter.Config{
 			Algorithm: s.Algorithm,
-			Limits:    []limiter.Limit{{Count: s.Limit, Window: time.Second}},
+			Limits:    []limiter.Limit{{Count: s.Limit, Window: s.Window}},
 			Burst:     burst,
 			Shares:    true,
 		})
@@ -220,7 +207,7 @@ func Run(s Scenario) Result {
 		name := fmt.Sprintf("node-%03d", i)
 		sh := gossip.NewSharing(gossip.SharingConfig{Self: name, Interval: s.Interval, OnPartition: s.OnPartition})
 		sh.SetClusterSize(s.Nodes)
-		rule := gossip.Rule{Name: "sim", Window: time.Second, Demand: func(key string) uint64 {
+		rule := gossip.Rule{Name: "sim", Window: s.Window, Demand: func(key string) uint64 {
 			d, _ := lim.TakeDemand(key)
 			return d
 		}}
@@ -335,9 +322,7 @@ func (sm *sim) tick(i int, now int64) {
 		if sm.partitioned(i, j, time.Duration(now)) || sm.rng.Float64() < sm.s.Loss {
 			continue
 		}
-		delay := int64(sm.s.Latency) + int64(sm.rng.Float64()*float64(sm.s.Jitter))
-		sm.qseq++
-		sm.q.add(now+delay, sm.qseq, message{to: j, r: r})
+		sm.net.send(now, j, r)
 	}
 }
 
@@ -349,8 +334,8 @@ func (sm *sim) run() Result {
 	admitted := make([]int64, steps)
 	asked := make([]int64, steps)
 	topKey := make([]int64, s.Seconds)
-	rate := s.Offered * float64(s.Limit) // units per second over the cluster
-	phase := make([]int64, s.Nodes)      // each node ticks when step%interval is its phase
+	rate := s.Rate                  // units per second over the cluster
+	phase := make([]int64, s.Nodes) // each node ticks when step%interval is its phase
 	for i := range phase {
 		phase[i] = int64(i) * interval / int64(s.Nodes)
 		if s.RandomTicks {
@@ -358,7 +343,8 @@ func (sm *sim) run() Result {
 		}
 	}
 	arrivals := make([][]int64, s.Nodes) // this step's requests on each node (ns)
-	sent := 0.0                          // Paced: requests sent so far
+	perNode := make([]int64, s.Nodes)
+	sent := 0.0 // Paced: requests sent so far
 	var w []float64
 	for step := range steps {
 		now := step * ms
@@ -369,14 +355,11 @@ func (sm *sim) run() Result {
 		if step%100 == 0 || w == nil {
 			w = sm.weights(t)
 		}
-		for sm.q.dueBefore(now + ms) {
-			m := sm.q.next()
-			n := sm.nodes[m.v.to]
-			if n.dead {
-				continue
+		sm.net.deliver(now+ms, func(to int, r gossip.Report, at int64) {
+			if n := sm.nodes[to]; !n.dead {
+				n.share.Observe(r, sm.at(at))
 			}
-			n.share.Observe(m.v.r, sm.at(m.at))
-		}
+		})
 		for i := range arrivals {
 			arrivals[i] = arrivals[i][:0]
 		}
@@ -414,6 +397,7 @@ func (sm *sim) run() Result {
 				}
 				if d.Allowed {
 					admitted[step]++
+					perNode[i]++
 					if key == 0 {
 						topKey[step/1000]++
 					}
@@ -421,7 +405,7 @@ func (sm *sim) run() Result {
 			}
 		}
 	}
-	res := Result{Scenario: s}
+	res := Result{Scenario: s, Admitted: perNode}
 	norm := float64(s.Limit)
 	for sec := range s.Seconds {
 		a, o := int64(0), int64(0)

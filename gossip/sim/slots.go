@@ -66,35 +66,19 @@ type release struct {
 }
 
 func (s *SlotScenario) defaults() {
-	if s.Nodes == 0 {
-		s.Nodes = 3
-	}
-	if s.Seconds == 0 {
-		s.Seconds = 10
-	}
-	if s.N == 0 {
-		s.N = 30
-	}
-	if s.Offered == 0 {
-		s.Offered = 1.5
-	}
+	orDefault(&s.Nodes, 3)
+	orDefault(&s.Seconds, 10)
+	orDefault(&s.N, 30)
+	orDefault(&s.Offered, 1.5)
 	if s.Weights == nil {
 		for range s.Nodes {
 			s.Weights = append(s.Weights, 1)
 		}
 	}
-	if s.Hold == 0 {
-		s.Hold = 50 * time.Millisecond
-	}
-	if s.Seed == 0 {
-		s.Seed = 1
-	}
-	if s.Latency == 0 {
-		s.Latency = 5 * time.Millisecond
-	}
-	if s.Jitter == 0 {
-		s.Jitter = 5 * time.Millisecond
-	}
+	orDefault(&s.Hold, 50*time.Millisecond)
+	orDefault(&s.Seed, 1)
+	orDefault(&s.Latency, 5*time.Millisecond)
+	orDefault(&s.Jitter, 5*time.Millisecond)
 }
 
 // RunSlots runs s.
@@ -113,7 +97,7 @@ func RunSlots(s SlotScenario) SlotResult {
 		sh.SetRules([]gossip.Rule{{Name: "sim-slots", Concurrent: f.TakePeak}})
 		nodes = append(nodes, &slotNode{name: name, f: f, share: sh})
 	}
-	var q timeline[message]
+	net := network{rng: rng, latency: s.Latency, jitter: s.Jitter}
 	var rel timeline[release]
 	qseq := int64(0)
 	ms := int64(time.Millisecond)
@@ -135,11 +119,11 @@ func RunSlots(s SlotScenario) SlotResult {
 				r.slot.Release()
 			}
 		}
-		for q.dueBefore(now + ms) {
-			if m := q.next(); !nodes[m.v.to].dead {
-				nodes[m.v.to].share.Observe(m.v.r, at(m.at))
+		net.deliver(now+ms, func(to int, r gossip.Report, when int64) {
+			if !nodes[to].dead {
+				nodes[to].share.Observe(r, at(when))
 			}
-		}
+		})
 		w := slotWeights(s, nodes)
 		for i, nd := range nodes {
 			if nd.dead {
@@ -151,9 +135,7 @@ func RunSlots(s SlotScenario) SlotResult {
 					if j == i || m.dead {
 						continue
 					}
-					qseq++
-					delay := int64(s.Latency) + int64(rng.Float64()*float64(s.Jitter))
-					q.add(now+delay, qseq, message{to: j, r: r})
+					net.send(now, j, r)
 				}
 			}
 			for range sm.poisson(rate * w[i] / 1000) {

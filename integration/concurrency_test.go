@@ -76,6 +76,20 @@ func newSlowBackend(t *testing.T) *slowBackend {
 
 func (b *slowBackend) addr() string { return strings.TrimPrefix(b.srv.URL, "http://") }
 
+// releaseAll lets the held requests end, wants each of the n whose
+// statuses come on codes answered 200, and waits for rule conc's gauge
+// to show none in flight.
+func (b *slowBackend) releaseAll(t *testing.T, p *caddyProc, codes <-chan int, n int) {
+	t.Helper()
+	close(b.release)
+	for range n {
+		if c := <-codes; c != 200 {
+			t.Errorf("held request: %d, want 200", c)
+		}
+	}
+	waitInFlight(t, p, "conc", "0")
+}
+
 const concurrencyCaddyfile = `{
 	{{.Global}}
 }
@@ -159,13 +173,7 @@ func TestConcurrencyExact(t *testing.T) {
 	if kv.InFlight == nil || *kv.InFlight != 3 || kv.Allowed {
 		t.Errorf("key view: %+v", kv)
 	}
-	close(b.release)
-	for range 3 {
-		if c := <-codes; c != 200 {
-			t.Errorf("held request: %d, want 200", c)
-		}
-	}
-	waitInFlight(t, p, "conc", "0")
+	b.releaseAll(t, p, codes, 3)
 }
 
 // TestConcurrencyTableFull: max_keys bounds the rule's keys in flight,
@@ -204,13 +212,7 @@ func TestConcurrencyTableFull(t *testing.T) {
 	if v := metricValue(t, metrics, `caddy_rate_limit_concurrent_refused_total{reason="table_full",rule="conc"}`); v != "100" {
 		t.Errorf("refused_total{table_full} = %s, want 100", v)
 	}
-	close(b.release)
-	for range 3 {
-		if c := <-codes; c != 200 {
-			t.Errorf("held request: %d, want 200", c)
-		}
-	}
-	waitInFlight(t, p, "conc", "0")
+	b.releaseAll(t, p, codes, 3)
 	if code := p.status(t, "/fast", "X-User", "new0"); code != 200 {
 		t.Errorf("a new key after the releases: %d, want 200", code)
 	}

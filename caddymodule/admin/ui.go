@@ -39,7 +39,8 @@ func init() {
 // routes of /rate_limit/ on the admin endpoint) and, with Write, the
 // rate_limit rules of the config (?config=PATH). Query parameters rather
 // than paths, so that the handler needs to know nothing of where the route
-// mounts it.
+// mounts it. A write that a browser sent for another site's page is
+// refused (foreignWrite).
 type UI struct {
 	// Write allows resets of keys and changes of rules (limits, burst,
 	// shadow). Changes go to Caddy's own /config/ API on the admin

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -211,12 +212,24 @@ func (c *afterCharge) units(status int, hdr http.Header) int64 {
 		return c.cost
 	}
 	if v := hdr[a.costHeader]; len(v) == 1 {
-		if n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64); err == nil && n >= 0 {
+		if n, ok := costUnits(v[0]); ok {
 			return n
 		}
 	}
 	c.ru.stats.abuse.costHeaderErrors.Add(1)
 	return c.cost // the reservation: the rule's cost, 1 unless set
+}
+
+// costUnits reads a cost header's value: a whole number ≥ 0. A number
+// too large for an int64 saturates at math.MaxInt64, which takes all
+// that the limit has: a report too large to count is a large cost, not
+// an invalid one that would take the reservation alone.
+func costUnits(v string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if errors.Is(err, strconv.ErrRange) && n == math.MaxInt64 {
+		return n, true
+	}
+	return n, err == nil && n >= 0
 }
 
 // take settles the request at units: the units beyond its reservation

@@ -168,6 +168,40 @@ func TestCostHeader(t *testing.T) {
 	}
 }
 
+// TestCostHeaderSaturates: a report too large for an int64 takes all the
+// limit has, as the largest int64 does, not the reservation of an invalid
+// one; a negative or non-numeric one is still invalid.
+func TestCostHeaderSaturates(t *testing.T) {
+	for i, tc := range []struct {
+		value    string
+		left     int64
+		errors   uint64
+		nextCode int
+	}{
+		{"9223372036854775807", 0, 0, 429},
+		{"9223372036854775808", 0, 0, 429},
+		{"+99999999999999999999999999999", 0, 0, 429},
+		{" 18446744073709551616 ", 0, 0, 429},
+		{"-9223372036854775809", 99, 1, 200},
+		{"-1", 99, 1, 200},
+		{"1e30", 99, 1, 200},
+		{"99", 1, 0, 200},
+	} {
+		rule := hourly("llm", 100)
+		rule.CostHeader = "X-Tokens"
+		h := abuseHandler(t, rule)
+		ru := h.rules[0]
+		serve(t, h, answering(200, "X-Tokens", tc.value), "192.0.2.1")
+		left := ru.lim.PeekAt("192.0.2.1", time.Now(), 0).Quotas[0].Remaining
+		if left != tc.left || ru.stats.abuse.costHeaderErrors.Load() != tc.errors {
+			t.Errorf("Test %d: X-Tokens %q: %d left, %d errors; want %d, %d", i, tc.value, left, ru.stats.abuse.costHeaderErrors.Load(), tc.left, tc.errors)
+		}
+		if _, s := serve(t, h, answering(200, "X-Tokens", "1"), "192.0.2.1"); s != tc.nextCode {
+			t.Errorf("Test %d: X-Tokens %q: the next request got %d, want %d", i, tc.value, s, tc.nextCode)
+		}
+	}
+}
+
 func TestCostHeaderWithCountStatus(t *testing.T) {
 	rule := hourly("llm", 100)
 	rule.CostHeader, rule.CountStatus = "X-Tokens", []string{"2xx"}

@@ -131,7 +131,9 @@ func (t *tokens) token(r *http.Request) (string, bool) {
 		if err != nil || c.Value == "" {
 			return "", false
 		}
-		return c.Value, true
+		// percent-decoded, as the backend reads it: a token spelled
+		// %65yJ… must verify here if it does there
+		return unescape(c.Value), true
 	}
 	vs := r.Header[t.header]
 	if len(vs) == 0 {

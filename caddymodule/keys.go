@@ -18,6 +18,7 @@ type keySource struct {
 	name   string  // header (canonical), query or cookie name; placeholder text; claim path
 	v4, v6 int     // prefix lengths, for sourceIPPrefix
 	mask   bool    // shorten a value that is an IP address to v4/v6 bits (ipv4_prefix, ipv6_prefix)
+	inText bool    // for sourcePlaceholder: the text holds a header, query or cookie placeholder
 	tokens *tokens // for sourceJWT: the app's, set at provision
 }
 
@@ -108,8 +109,11 @@ var placeholderSources = []struct {
 // is a header, a query parameter or a cookie alone reads it as `header`,
 // `query` and `cookie` do, so that a value sent twice counts as missing
 // (Caddy's placeholder would join two headers, or take the first query
-// value, giving a client a fresh key for every first value).
+// value, giving a client a fresh key for every first value) and a cookie
+// is decoded. Inside other text they are read the same way (see
+// placeholderText).
 func placeholderSource(word string) keySource {
+	inText := false
 	for _, p := range placeholderSources {
 		name, ok := strings.CutPrefix(word, p.prefix)
 		if name, ok = strings.CutSuffix(name, "}"); ok && name != "" && !strings.ContainsAny(name, "{}") {
@@ -118,8 +122,27 @@ func placeholderSource(word string) keySource {
 			}
 			return keySource{kind: p.kind, name: name}
 		}
+		inText = inText || strings.Contains(word, p.prefix)
 	}
-	return keySource{kind: sourcePlaceholder, name: word}
+	return keySource{kind: sourcePlaceholder, name: word, inText: inText}
+}
+
+// placeholderText is text with its placeholders replaced: a header, query
+// or cookie placeholder by what the source of that name reads (a cookie
+// decoded; a value sent twice empty, one key for all such requests rather
+// than a fresh key for every first value), the others by Caddy's replacer.
+// An unknown placeholder stays as written, as ReplaceKnown leaves it.
+func placeholderText(q *request, text string) string {
+	out, _ := q.repl.ReplaceFunc(text, func(name string, val any) (any, error) {
+		if src := placeholderSource("{" + name + "}"); src.kind != sourcePlaceholder {
+			return src.raw(q), nil
+		}
+		if val == nil {
+			return "{" + name + "}", nil
+		}
+		return val, nil
+	})
+	return out
 }
 
 // parseIPPrefixSource reads "ip/24" or "ip/24/64".
@@ -219,12 +242,27 @@ func (src keySource) raw(q *request) string {
 		return queryValue(r.URL.RawQuery, src.name)
 	case sourceCookie:
 		if cs := r.CookiesNamed(src.name); len(cs) == 1 {
-			return cs[0].Value
+			return cookieText(cs[0].Value)
 		}
 		return ""
-	default:
-		return repl.ReplaceKnown(src.name, "")
+	case sourcePlaceholder:
+		if src.inText {
+			return placeholderText(q, src.name)
+		}
 	}
+	return repl.ReplaceKnown(src.name, "")
+}
+
+// cookieText is a cookie's value as the backend reads it, so that every
+// spelling of one value is one key: percent-decoded as url.QueryUnescape
+// decodes (PHP's $_COOKIE and Rails decode so, Express with
+// decodeURIComponent; sid=%61bc is sid=abc), once, and a + is a space
+// whether it was sent as + (a space to PHP) or %2B (a + to Express, which
+// leaves a + sent as + alone), so that neither kind of backend sees one
+// value that is two keys here. A value that does not decode (a % not
+// followed by two hex digits) is kept as sent, as Express keeps it.
+func cookieText(v string) string {
+	return strings.ReplaceAll(unescape(v), "+", " ")
 }
 
 // queryValue is the value of name in a raw query, without building the

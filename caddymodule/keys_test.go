@@ -37,6 +37,23 @@ func TestKeyOf(t *testing.T) {
 		{by: []string{"{http.request.uri.query.key}"}, query: "key=a&key=b", wantOK: false},
 		{by: []string{"{http.request.cookie.sid}"}, header: http.Header{"Cookie": {"sid=a; sid=b"}}, wantOK: false},
 		{by: []string{"query key"}, query: "a=1", wantOK: false},
+		// a key is what the backend reads: a cookie percent-decoded once, +, %2B, %20 one space
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=%61%62c"}}, want: "abc", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=%2561bc"}}, want: "%61bc", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {`sid="a%62c"`}}, want: "abc", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=a+b"}}, want: "a b", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=a%2Bb"}}, want: "a b", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=a%20b"}}, want: "a b", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=a%zz%61"}}, want: "a%zz%61", wantOK: true},
+		{by: []string{"cookie sid"}, header: http.Header{"Cookie": {"sid=%00"}}, want: "\x00", wantOK: false}, // decoded to a control character: missing
+		{by: []string{"{http.request.cookie.sid}"}, header: http.Header{"Cookie": {"sid=%61bc"}}, want: "abc", wantOK: true},
+		{by: []string{"{http.request.cookie.sid}@{http.request.method}"}, header: http.Header{"Cookie": {"sid=%61bc"}}, want: "abc@", wantOK: true},
+		{by: []string{"{http.request.cookie.sid}@{http.request.method}"}, header: http.Header{"Cookie": {"sid=a; sid=b"}}, want: "@", wantOK: true},
+		{by: []string{"{http.request.header.X-Tenant}/{http.request.uri.query.k}/{unknown}"}, header: http.Header{"X-Tenant": {"t1", "t2"}}, query: "k=a%2Bb", want: "/a+b/{unknown}", wantOK: true},
+		// a header is what the backend reads too: as sent, never decoded
+		{by: []string{"header X-Api-Key"}, header: http.Header{"X-Api-Key": {"%61bc+d"}}, want: "%61bc+d", wantOK: true},
+		{by: []string{"query key"}, query: "key=a+b%2Bc%zz", want: "a+b%2Bc%zz", wantOK: true},
+		{by: []string{"query key"}, query: "key=a+b%2Bc", want: "a b+c", wantOK: true},
 		{by: []string{"header X-Api-Key", "ip"}, ip: "192.0.2.7", header: http.Header{"X-Api-Key": {"k1"}}, want: "k1" + keySeparator + "192.0.2.7", wantOK: true},
 		{by: []string{"header X-Api-Key", "ip"}, ip: "192.0.2.7", wantOK: false},
 		{by: []string{"static everyone"}, want: "everyone", wantOK: true},

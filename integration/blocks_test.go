@@ -210,6 +210,28 @@ func TestExampleLLMTokens(t *testing.T) {
 	}
 }
 
+// TestCostHeaderTooLarge: an upstream's report past the largest int64
+// takes everything the key has, as the largest int64 does: the next
+// call is refused (it took 1 unit, as an invalid report, and 999 calls
+// more would have passed).
+func TestCostHeaderTooLarge(t *testing.T) {
+	t.Parallel()
+	p := startExample(t, "llm_tokens.Caddyfile", llmEnv(t))
+	for i, tokens := range []string{"9223372036854775807", "9223372036854775808", "100000000000000000000000000000"} {
+		key := []string{"X-API-Key", fmt.Sprint("k", i)}
+		if code := p.status(t, "/v1/complete?tokens="+tokens, key...); code != 200 {
+			t.Fatalf("tokens=%s: %d, want 200", tokens, code)
+		}
+		if code := p.status(t, "/v1/complete?tokens=1", key...); code != 429 {
+			t.Errorf("after tokens=%s: %d, want 429", tokens, code)
+		}
+	}
+	_, metrics := p.admin(t, http.MethodGet, "/metrics", "")
+	if got := metricValue(t, metrics, `caddy_rate_limit_cost_header_errors_total{rule="tokens"}`); got != "0" {
+		t.Errorf("cost_header_errors_total = %s, want 0", got)
+	}
+}
+
 // TestCostHeaderOvershoot: 64 connections at once on one key take the
 // header's 100 units each, with the default reservation of 1: all 64
 // reserve a unit of the 1,000 and pass, so the overshoot is what they

@@ -76,6 +76,20 @@ func newSlowBackend(t *testing.T) *slowBackend {
 
 func (b *slowBackend) addr() string { return strings.TrimPrefix(b.srv.URL, "http://") }
 
+// releaseAll lets the held requests end, wants each of the n whose
+// statuses come on codes answered 200, and waits for rule conc's gauge
+// to show none in flight.
+func (b *slowBackend) releaseAll(t *testing.T, p *caddyProc, codes <-chan int, n int) {
+	t.Helper()
+	close(b.release)
+	for range n {
+		if c := <-codes; c != 200 {
+			t.Errorf("held request: %d, want 200", c)
+		}
+	}
+	waitInFlight(t, p, "conc", "0")
+}
+
 const concurrencyCaddyfile = `{
 	{{.Global}}
 }
@@ -159,13 +173,49 @@ func TestConcurrencyExact(t *testing.T) {
 	if kv.InFlight == nil || *kv.InFlight != 3 || kv.Allowed {
 		t.Errorf("key view: %+v", kv)
 	}
-	close(b.release)
-	for range 3 {
-		if c := <-codes; c != 200 {
-			t.Errorf("held request: %d, want 200", c)
-		}
+	b.releaseAll(t, p, codes, 3)
+}
+
+// TestConcurrencyTableFull: max_keys bounds the rule's keys in flight,
+// exactly: with 3 keys held on max_keys 3, each of 100 new keys is
+// refused with 503 (before: the bound was split among 64 shards of at
+// least one key each, so most new keys passed, by their hash), a held
+// key is still refused at its own N with 429, and a release makes room.
+func TestConcurrencyTableFull(t *testing.T) {
+	t.Parallel()
+	b := newSlowBackend(t)
+	p := startCaddy(t, strings.ReplaceAll(strings.Replace(concurrencyCaddyfile, "max_concurrent 3", "max_concurrent 1\n\t\tmax_keys 3", 1), "BACKEND", b.addr()))
+	codes := make(chan int, 3)
+	for i := range 3 {
+		go func() {
+			code, _, err := p.rawGet(context.Background(), "/slow", "X-User", fmt.Sprint("held", i))
+			if err != nil {
+				t.Error(err)
+			}
+			codes <- code
+		}()
 	}
-	waitInFlight(t, p, "conc", "0")
+	for range 3 {
+		<-b.entered
+	}
+	got := map[int]int{}
+	for i := range 100 {
+		got[p.status(t, "/fast", "X-User", fmt.Sprint("new", i))]++
+	}
+	if got[503] != 100 {
+		t.Errorf("100 new keys with the table full: %v, want 100 × 503", got)
+	}
+	if code := p.status(t, "/fast", "X-User", "held0"); code != 429 {
+		t.Errorf("a held key: %d, want 429", code)
+	}
+	_, metrics := p.admin(t, http.MethodGet, "/metrics", "")
+	if v := metricValue(t, metrics, `caddy_rate_limit_concurrent_refused_total{reason="table_full",rule="conc"}`); v != "100" {
+		t.Errorf("refused_total{table_full} = %s, want 100", v)
+	}
+	b.releaseAll(t, p, codes, 3)
+	if code := p.status(t, "/fast", "X-User", "new0"); code != 200 {
+		t.Errorf("a new key after the releases: %d, want 200", code)
+	}
 }
 
 // TestConcurrencyClientGone: a client that leaves mid-request frees its

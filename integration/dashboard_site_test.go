@@ -131,3 +131,55 @@ func TestExampleDashboardSite(t *testing.T) {
 		t.Errorf("a reset without write: %d, want 403", resp.StatusCode)
 	}
 }
+
+// TestDashboardSiteForeignWrites: a page of another site, opened in the
+// browser of an operator logged in to the dashboard, sends the reset with
+// the operator's credentials. Refused (403, the key still spent) when the
+// browser says it is cross-site or same-site (Sec-Fetch-Site) or names
+// another origin; the dashboard's own page's reset, and one from a client
+// that is not a browser, pass.
+func TestDashboardSiteForeignWrites(t *testing.T) {
+	t.Parallel()
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startCaddy(t, strings.ReplaceAll(dashboardOnSite, "HASH", string(hash)))
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:s3cret"))
+	own := strings.TrimSuffix(p.url("/"), "/")
+	reset := func(headers ...string) int {
+		req, err := http.NewRequest(http.MethodDelete, p.url("/rate-limits/?api=rules/api/keys/"+clientA), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addHeaders(req, append([]string{"Authorization", auth}, headers...))
+		resp, err := p.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	wantStatuses(t, "A spends its 5", p.statuses(t, 6, "/api/x", xff(clientA)...), seq(5, 200, 1, 429))
+	for _, h := range [][]string{
+		{"Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"},
+		{"Sec-Fetch-Site", "cross-site"},
+		{"Sec-Fetch-Site", "same-site", "Origin", "http://other.localhost"},
+		{"Origin", "https://evil.example"},
+		{"Origin", "null"},
+	} {
+		if code := reset(h...); code != http.StatusForbidden {
+			t.Errorf("a reset with %q: %d, want 403", h, code)
+		}
+		if code := p.status(t, "/api/x", xff(clientA)...); code != 429 {
+			t.Fatalf("A after a reset with %q: %d, want 429 (not reset)", h, code)
+		}
+	}
+	if code := reset("Sec-Fetch-Site", "same-origin", "Origin", own); code != http.StatusOK {
+		t.Errorf("the page's own reset: %d, want 200", code)
+	}
+	wantStatuses(t, "A after its reset", p.statuses(t, 6, "/api/x", xff(clientA)...), seq(5, 200, 1, 429))
+	if code := reset(); code != http.StatusOK {
+		t.Errorf("a reset without Sec-Fetch-Site or Origin (curl): %d, want 200", code)
+	}
+}

@@ -16,11 +16,13 @@ import (
 // A key has an entry only while it has requests in flight: the last
 // Release frees it, so memory follows the requests in flight (about 100
 // bytes a key), not the keys seen. MaxKeys bounds the entries on top of
-// that (split among 64 shards): past it, a request of a key with no entry
-// is refused (AcquireScaled reports ok false and an in-flight count of 0,
-// and Full counts it), as nginx's limit_conn refuses when its zone is
-// full; keys with requests in flight go on as before. A table that fills
-// means MaxKeys distinct keys each holding a request open at once.
+// that, for the whole InFlight, exactly: while MaxKeys keys have requests
+// in flight, a request of a key with no entry is refused (AcquireScaled
+// reports ok false and an in-flight count of 0, and Full counts it),
+// whatever shard its key falls in, as nginx's limit_conn refuses when its
+// zone is full; keys with requests in flight go on as before. Below
+// MaxKeys no new key is refused. A table that fills means MaxKeys distinct
+// keys each holding a request open at once.
 //
 // An InFlight holds no limit (n is an argument of each call), so a reload
 // that keeps the rule keeps its InFlight as it is (SetMaxKeys changes the
@@ -30,11 +32,15 @@ import (
 //
 // Acquire and release lock the key's shard (a mutex, one map lookup) and
 // allocate nothing for a key with an entry; a key's first request reuses
-// a freed entry when its shard has one. Its methods are safe for
-// concurrent use.
+// a freed entry when its shard has one. A key's first request and its
+// last release also count it in or out of the bound, one atomic add on a
+// counter all shards share. Its methods are safe for concurrent use.
 type InFlight struct {
-	seed   maphash.Seed
-	shards [inFlightShards]inFlightShard
+	seed    maphash.Seed
+	keys    atomic.Int64 // keys with an entry, all shards; at most maxKeys but after SetMaxKeys lowers it
+	maxKeys atomic.Int64
+	_       [48]byte // the shards' locks off the counters' cache line
+	shards  [inFlightShards]inFlightShard
 }
 
 // inFlightShards is the number of shards: a power of two.
@@ -46,14 +52,13 @@ const DefaultInFlightMaxKeys = 100_000
 
 // inFlightShard is one shard of an InFlight, on its own cache lines.
 type inFlightShard struct {
-	mu       sync.Mutex
-	keys     map[uint64]*inFlightEntry
-	free     []*inFlightEntry // freed entries, for new keys
-	capacity int              // entries at most
-	gen      uint64           // entries created
-	full     uint64           // requests refused: shard full
-	total    atomic.Int64     // requests in flight; written under mu
-	_        [64]byte
+	mu    sync.Mutex
+	keys  map[uint64]*inFlightEntry
+	free  []*inFlightEntry // freed entries, for new keys
+	gen   uint64           // entries created
+	full  uint64           // requests refused: the table full
+	total atomic.Int64     // requests in flight; written under mu
+	_     [64]byte
 }
 
 // inFlightEntry is a key with requests in flight.
@@ -79,22 +84,25 @@ func NewInFlight(maxKeys int) *InFlight {
 }
 
 // SetMaxKeys changes the bound on keys with requests in flight (0 or
-// less: DefaultInFlightMaxKeys), split among the shards, at least one key
-// each. Keys already in flight stay, over the bound if it fell: only new
-// keys are refused until enough are freed.
+// less: DefaultInFlightMaxKeys). Keys already in flight stay, over the
+// bound if it fell: only new keys are refused until enough are freed.
 func (f *InFlight) SetMaxKeys(maxKeys int) {
 	if maxKeys <= 0 {
 		maxKeys = DefaultInFlightMaxKeys
 	}
-	for i := range f.shards {
-		s := &f.shards[i]
-		c := maxKeys / inFlightShards
-		if i < maxKeys%inFlightShards {
-			c++
+	f.maxKeys.Store(int64(maxKeys))
+}
+
+// countKey counts a new key in the bound, if it leaves room for one.
+func (f *InFlight) countKey() bool {
+	for {
+		n := f.keys.Load()
+		if n >= f.maxKeys.Load() {
+			return false
 		}
-		s.mu.Lock()
-		s.capacity = max(c, 1)
-		s.mu.Unlock()
+		if f.keys.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 
@@ -128,7 +136,7 @@ func (s *Slot) Release() {
 		e.n--
 		sh.total.Add(-1)
 		if e.n <= 0 {
-			sh.remove(h, e)
+			f.remove(sh, h, e)
 		}
 	}
 	sh.mu.Unlock()
@@ -158,7 +166,7 @@ func (f *InFlight) AcquireScaled(key string, n int64) (slot Slot, ok bool, inFli
 	case e == nil && n <= 0:
 		s.mu.Unlock()
 		return Slot{}, false, 0
-	case e == nil && len(s.keys) >= s.capacity:
+	case e == nil && !f.countKey():
 		s.full++
 		s.mu.Unlock()
 		return Slot{}, false, 0
@@ -188,9 +196,10 @@ func (s *inFlightShard) add(h uint64, key string) *inFlightEntry {
 	return e
 }
 
-// remove frees key's entry, under mu.
-func (s *inFlightShard) remove(h uint64, e *inFlightEntry) {
+// remove frees key's entry, under s.mu, and its place in the bound.
+func (f *InFlight) remove(s *inFlightShard, h uint64, e *inFlightEntry) {
 	delete(s.keys, h)
+	f.keys.Add(-1)
 	*e = inFlightEntry{}
 	if len(s.free) < maxFreeEntries {
 		s.free = append(s.free, e)
@@ -239,7 +248,7 @@ func (f *InFlight) Forget(key string) bool {
 		return false
 	}
 	s.total.Add(-e.n)
-	s.remove(h, e)
+	f.remove(s, h, e)
 	return true
 }
 
@@ -267,7 +276,7 @@ func (f *InFlight) Len() int {
 }
 
 // Full is the number of requests refused because the table of keys was
-// full (MaxKeys) since NewInFlight.
+// full (MaxKeys keys in flight) since NewInFlight.
 func (f *InFlight) Full() uint64 {
 	n := uint64(0)
 	for i := range f.shards {

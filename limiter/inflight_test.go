@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -62,39 +63,86 @@ func TestInFlightSteps(t *testing.T) {
 	}
 }
 
+// TestInFlightMaxKeys: the bound on keys in flight is the InFlight's,
+// exactly, whatever the shards: B distinct keys are admitted, then every
+// new key is refused, one of every shard included, while the keys in
+// flight go on; a release makes room for exactly one.
 func TestInFlightMaxKeys(t *testing.T) {
-	f := NewInFlight(inFlightShards) // one key a shard
-	var held []Slot
-	admitted, refused := 0, 0
-	for i := range 10 * inFlightShards {
-		slot, ok, in := f.AcquireScaled("k"+strconv.Itoa(i), 5)
-		if ok {
-			admitted++
-			held = append(held, slot)
-		} else {
-			refused++
-			if in != 0 {
-				t.Fatalf("refused with %d in flight", in)
+	for _, bound := range []int{1, 3, 100, 1000} {
+		f := NewInFlight(bound)
+		held := make([]Slot, bound)
+		for i := range held {
+			slot, ok, in := f.AcquireScaled("k"+strconv.Itoa(i), 5)
+			if !ok || in != 1 {
+				t.Fatalf("bound %d: key %d of %d refused (%d in flight)", bound, i+1, bound, in)
+			}
+			held[i] = slot
+		}
+		refusedIn := make(map[*inFlightShard]bool)
+		for i := bound; len(refusedIn) < inFlightShards; i++ {
+			key := "new" + strconv.Itoa(i)
+			if _, ok, in := f.AcquireScaled(key, 5); ok || in != 0 {
+				t.Fatalf("bound %d: key %d admitted past the bound (%v, %d in flight)", bound, i+1, ok, in)
+			}
+			refusedIn[f.shard(maphash.String(f.seed, key))] = true
+			if i > bound+100*inFlightShards {
+				t.Fatalf("bound %d: no key of %d shards tried", bound, inFlightShards-len(refusedIn))
 			}
 		}
+		if f.Len() != bound || f.Total() != int64(bound) {
+			t.Fatalf("bound %d: Len %d Total %d", bound, f.Len(), f.Total())
+		}
+		// A key in flight goes on; the bound is on new keys only.
+		extra, ok, in := f.AcquireScaled("k0", 5)
+		if !ok || in != 2 {
+			t.Fatalf("bound %d: a key in flight refused past the bound: %v %d", bound, ok, in)
+		}
+		extra.Release()
+		held[bound-1].Release()
+		if _, ok, _ := f.AcquireScaled("room", 5); !ok {
+			t.Fatalf("bound %d: refused after a release", bound)
+		}
+		if _, ok, _ := f.AcquireScaled("no-room", 5); ok {
+			t.Fatalf("bound %d: two keys admitted for one released", bound)
+		}
+		full := f.Full()
+		f.Forget("room")
+		for i := range held {
+			held[i].Release()
+		}
+		if f.Total() != 0 || f.Len() != 0 || f.keys.Load() != 0 {
+			t.Fatalf("bound %d: Total %d Len %d keys %d after releasing all", bound, f.Total(), f.Len(), f.keys.Load())
+		}
+		if full < inFlightShards+1 {
+			t.Fatalf("bound %d: Full %d", bound, full)
+		}
 	}
-	if admitted > inFlightShards || f.Len() != admitted || f.Full() != uint64(refused) {
-		t.Fatalf("admitted %d keys (Len %d), Full %d of %d refused", admitted, f.Len(), f.Full(), refused)
+}
+
+// TestInFlightSetMaxKeys: a lowered bound keeps the keys in flight and
+// refuses new ones until enough are freed; a raised one admits at once.
+func TestInFlightSetMaxKeys(t *testing.T) {
+	f := NewInFlight(4)
+	var held []Slot
+	for i := range 4 {
+		s, _, _ := f.AcquireScaled("k"+strconv.Itoa(i), 1)
+		held = append(held, s)
 	}
-	// A key in flight goes on; the bound is on new keys only.
-	first := f.Busiest(1)[0].Key
-	if _, ok, in := f.AcquireScaled(first, 5); !ok || in != 2 {
-		t.Fatalf("a key in flight refused past the bound: %v %d", ok, in)
+	f.SetMaxKeys(2)
+	if _, ok, _ := f.AcquireScaled("new", 1); ok {
+		t.Fatal("admitted over a lowered bound")
 	}
-	for i := range held {
-		held[i].Release()
+	held[0].Release()
+	held[1].Release()
+	if _, ok, _ := f.AcquireScaled("new", 1); ok {
+		t.Fatal("admitted at the lowered bound")
 	}
-	f.Forget(first)
-	if f.Total() != 0 || f.Len() != 0 {
-		t.Fatalf("Total %d Len %d after releasing all", f.Total(), f.Len())
+	held[2].Release()
+	if _, ok, _ := f.AcquireScaled("new", 1); !ok {
+		t.Fatal("refused under the lowered bound")
 	}
 	f.SetMaxKeys(0)
-	if _, ok, _ := f.AcquireScaled("new", 1); !ok {
+	if _, ok, _ := f.AcquireScaled("newer", 1); !ok {
 		t.Fatal("refused after the bound was raised")
 	}
 }

@@ -39,7 +39,8 @@ func init() {
 // routes of /rate_limit/ on the admin endpoint) and, with Write, the
 // rate_limit rules of the config (?config=PATH). Query parameters rather
 // than paths, so that the handler needs to know nothing of where the route
-// mounts it.
+// mounts it. A write that a browser sent for another site's page is
+// refused (foreignWrite).
 type UI struct {
 	// Write allows resets of keys and changes of rules (limits, burst,
 	// shadow). Changes go to Caddy's own /config/ API on the admin
@@ -90,8 +91,9 @@ var siteIndex = func() dashboardFile {
 // ServeHTTP serves the page, its files, the API and the config view.
 func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	q := r.URL.Query()
-	var err error
+	err := foreignWrite(r)
 	switch {
+	case err != nil:
 	case q.Has("api"):
 		err = u.serveAPI(w, r, q.Get("api"))
 	case q.Has("config"):
@@ -114,6 +116,56 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handl
 		return json.NewEncoder(w).Encode(map[string]string{"error": ae.Err.Error()})
 	}
 	return err
+}
+
+// foreignWrite refuses (403) a write, any method but GET and HEAD, that a
+// browser sent for a page of another origin: with Sec-Fetch-Site
+// cross-site or same-site (a sibling host, which may serve pages the
+// site's operators do not control), or with an Origin header that is not
+// the site's own (siteOrigin). The dashboard's own page sends same-origin
+// and its origin; a client that is not a browser (curl) sends neither and
+// passes, as it has the site's credentials to give anyway. The site's
+// authentication still applies: this stops a page elsewhere from using a
+// logged-in operator's browser (its basic_auth credentials, its cookies).
+func foreignWrite(r *http.Request) error {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "cross-site", "same-site":
+		return apiError(http.StatusForbidden, "%s from another site (Sec-Fetch-Site: %s): the dashboard changes only from its own page", r.Method, site)
+	}
+	if origins, ok := r.Header["Origin"]; ok && (len(origins) != 1 || !siteOrigin(origins[0], r)) {
+		return apiError(http.StatusForbidden, "%s from origin %q: the dashboard changes only from its own page", r.Method, strings.Join(origins, ", "))
+	}
+	return nil
+}
+
+// siteOrigin is true if origin is the site's that r came to: r's host,
+// with r's scheme, or https for a request Caddy got over plain HTTP (from
+// a proxy in front that ends TLS), never the other way round. A default
+// port is the same as none.
+func siteOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if u.Scheme != scheme && (u.Scheme != "https" || scheme != "http") {
+		return false
+	}
+	return strings.EqualFold(withoutDefaultPort(u.Host, u.Scheme), withoutDefaultPort(r.Host, u.Scheme))
+}
+
+// withoutDefaultPort is host without the default port of scheme.
+func withoutDefaultPort(host, scheme string) string {
+	if scheme == "https" {
+		return strings.TrimSuffix(host, ":443")
+	}
+	return strings.TrimSuffix(host, ":80")
 }
 
 // serveAPI answers a route of the rate-limit admin API: rest is its path

@@ -43,6 +43,58 @@ func TestUIRoutes(t *testing.T) {
 	}
 }
 
+// TestUIForeignWrites: a write is refused when a browser says it comes
+// from another site (Sec-Fetch-Site cross-site or same-site) or from
+// another origin; the site's own page, a client that is not a browser,
+// and reads pass. httptest's requests come to http://example.com.
+func TestUIForeignWrites(t *testing.T) {
+	for i, tc := range []struct {
+		method  string
+		tls     bool
+		headers []string
+		status  int
+	}{
+		{"DELETE", false, nil, 404},
+		{"DELETE", false, []string{"Sec-Fetch-Site", "same-origin", "Origin", "http://example.com"}, 404},
+		{"DELETE", false, []string{"Sec-Fetch-Site", "none"}, 404},
+		{"DELETE", false, []string{"Origin", "http://EXAMPLE.com:80"}, 404},
+		{"DELETE", false, []string{"Origin", "https://example.com"}, 404}, // a proxy in front ends TLS
+		{"DELETE", true, []string{"Origin", "https://example.com:443"}, 404},
+		{"DELETE", false, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"DELETE", false, []string{"Sec-Fetch-Site", "same-site"}, 403},
+		{"DELETE", false, []string{"Sec-Fetch-Site", "cross-site", "Origin", "http://example.com"}, 403},
+		{"DELETE", false, []string{"Origin", "http://evil.example"}, 403},
+		{"DELETE", false, []string{"Origin", "http://example.com.evil.example"}, 403},
+		{"DELETE", false, []string{"Origin", "http://example.com:8080"}, 403},
+		{"DELETE", false, []string{"Origin", "null"}, 403},
+		{"DELETE", false, []string{"Origin", ""}, 403},
+		{"DELETE", false, []string{"Origin", "http://example.com", "Origin", "http://evil.example"}, 403},
+		{"DELETE", true, []string{"Origin", "http://example.com"}, 403}, // http never writes to https
+		{"PATCH", false, []string{"Origin", "http://evil.example"}, 403},
+		{"POST", false, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"GET", false, []string{"Sec-Fetch-Site", "cross-site", "Origin", "http://evil.example"}, 200},
+	} {
+		target := "/x/?api=rules/none/keys/k"
+		if tc.method == "GET" {
+			target = "/x/?api="
+		}
+		r := httptest.NewRequest(tc.method, target, nil)
+		if tc.tls {
+			r = httptest.NewRequest(tc.method, "https://example.com"+target, nil)
+		}
+		for j := 0; j+1 < len(tc.headers); j += 2 {
+			r.Header.Add(tc.headers[j], tc.headers[j+1])
+		}
+		w := httptest.NewRecorder()
+		if err := (&UI{Write: true}).ServeHTTP(w, r, nil); err != nil {
+			t.Fatalf("Test %d: %v", i, err)
+		}
+		if w.Code != tc.status {
+			t.Errorf("Test %d: %s %q: %d %s, want %d", i, tc.method, tc.headers, w.Code, w.Body, tc.status)
+		}
+	}
+}
+
 // TestUIConfigView: the config a site's page reads holds the rate_limit
 // handlers' rules alone, at the paths they have in the whole config; only
 // such a rule's path may be changed.

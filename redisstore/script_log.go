@@ -11,7 +11,10 @@ package redisstore
 // the limit was reached (requests in flight, see charge.go).
 // Expired events are removed when a request is admitted; a denial writes
 // nothing. Every key lives for the longest window after the newest event.
-// Refund: units come back from the newest events.
+// Refund: units come back from the reservation's own event (the members
+// at the decision's time), if it is still in the window; an emptied
+// event leaves, but the newest keeps its time with no units, as
+// limiter's.
 const luaSlidingLog = `
 local NEW, HELD, OLD = {}, {}, {}
 local seq = tonumber(redis.call('HGET', H, 's')) or 0
@@ -72,20 +75,28 @@ local function commit(i, r)
 end
 local function take(i, c) return {} end -- commit adds the event of cost units
 local function refund(i, c)
-  local z = KEYS[1 + i]
-  local held = B[i]
-  while c > 0 do
-    local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-    if not top[1] then break end
-    local u = units(top[1])
-    local k = min(c, u)
-    redis.call('ZREM', z, top[1])
-    if u > k then
-      seq = seq + 1
-      redis.call('ZADD', z, top[2], string.format('%d', seq) .. ':' .. string.format('%d', u - k))
+  local z, at = KEYS[1 + i], string.format('%d', took)
+  if not NEW[i] or took <= max(now, NEW[i]) - W[i] then return end -- expired
+  local ev = redis.call('ZRANGEBYSCORE', z, at, at)
+  local given = 0
+  for k = 1, #ev do
+    if c == 0 then break end
+    local u = units(ev[k])
+    local g = min(c, u)
+    if g > 0 then
+      redis.call('ZREM', z, ev[k])
+      if u > g then
+        seq = seq + 1
+        redis.call('ZADD', z, at, string.format('%d', seq) .. ':' .. string.format('%d', u - g))
+      end
+      c, given = c - g, given + g
     end
-    c, held = c - k, held - k
   end
-  if held ~= B[i] then set('b' .. i, max(held, 0)); set('s', seq) end
+  if given == 0 then return end
+  if took == NEW[i] and redis.call('ZCOUNT', z, at, at) == 0 then
+    seq = seq + 1 -- the newest keeps its time, with no units
+    redis.call('ZADD', z, at, string.format('%d', seq) .. ':0')
+  end
+  set('b' .. i, max(B[i] - given, 0)); set('s', seq)
 end
 `

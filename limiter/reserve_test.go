@@ -251,3 +251,44 @@ func TestReservationGiveBack(t *testing.T) {
 		})
 	}
 }
+
+// giveBack takes units from the event at took only: an emptied event in
+// the middle of the ring leaves it (the others keep their order, the
+// ring wrapped or not), the newest keeps its time with no units, and an
+// event not found (expired, or none at took) gives nothing.
+func TestLogGiveBackOwnEvent(t *testing.T) {
+	for i, tc := range []struct {
+		took, cost int64
+		want       []event
+	}{
+		{took: 20, cost: 1, want: []event{{10, 1}, {30, 3}, {40, 1}}},
+		{took: 30, cost: 2, want: []event{{10, 1}, {20, 1}, {30, 1}, {40, 1}}},
+		{took: 30, cost: 5, want: []event{{10, 1}, {20, 1}, {40, 1}}},
+		{took: 40, cost: 1, want: []event{{10, 1}, {20, 1}, {30, 3}, {40, 0}}},
+		{took: 10, cost: 1, want: []event{{20, 1}, {30, 3}, {40, 1}}},
+		{took: 25, cost: 1, want: []event{{10, 1}, {20, 1}, {30, 3}, {40, 1}}}, // no event at 25
+		{took: 5, cost: 1, want: []event{{10, 1}, {20, 1}, {30, 3}, {40, 1}}},  // expired (window 100, at 105)
+	} {
+		for _, wrapped := range []bool{false, true} {
+			var l eventLog
+			if wrapped { // a ring of 4 whose head is not slot 0
+				l.push(1, 1)
+				l.push(2, 1)
+				l.expire(2)
+			}
+			for _, e := range []event{{10, 1}, {20, 1}, {30, 3}, {40, 1}} {
+				l.push(e.at, e.units)
+			}
+			l.giveBack(tc.took, 105, 100, tc.cost)
+			var got []event
+			var total int64
+			for j := range l.n {
+				got = append(got, *l.at(j))
+				total += l.at(j).units
+			}
+			if !slices.Equal(got, tc.want) || l.total != total {
+				t.Errorf("Test %d (wrapped %v): giveBack(%d, %d): %v (total %d), want %v", i, wrapped, tc.took, tc.cost, got, l.total, tc.want)
+			}
+		}
+	}
+}

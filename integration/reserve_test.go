@@ -47,20 +47,24 @@ var giveBackRedis = [2]string{`rate_limit {
 		on_store_error fail_closed`}
 
 // loginBackend answers /login/fail 401 at once and holds /login/slow
-// until release is closed, then answers 200.
+// until releaseAll, then answers 200.
 type loginBackend struct {
 	srv     *httptest.Server
 	entered chan struct{}
-	release chan struct{}
+	mu      sync.Mutex
+	release chan struct{} // closed by releaseAll, then replaced
 }
 
 func newLoginBackend(t *testing.T) *loginBackend {
 	b := &loginBackend{entered: make(chan struct{}, 64), release: make(chan struct{})}
 	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/slow") {
+			b.mu.Lock()
+			release := b.release
+			b.mu.Unlock()
 			b.entered <- struct{}{}
 			select {
-			case <-b.release:
+			case <-release:
 			case <-r.Context().Done():
 			}
 			return // 200
@@ -69,6 +73,14 @@ func newLoginBackend(t *testing.T) *loginBackend {
 	}))
 	t.Cleanup(b.srv.Close)
 	return b
+}
+
+// releaseAll answers the slow requests held.
+func (b *loginBackend) releaseAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.release)
+	b.release = make(chan struct{})
 }
 
 // startGiveBack starts Caddy with a login rule of limit 3 per window on
@@ -146,14 +158,13 @@ func giveBackAtEdge(t *testing.T, b *loginBackend, p *caddyProc, window time.Dur
 		if time.Now().After(edge.Add(-200*time.Millisecond)) && attempt < 3 {
 			// too slow to be sure they reserved in window k: let them end
 			// as counted-not and try the next window
-			close(b.release)
+			b.releaseAll()
 			wait()
-			b.release = make(chan struct{})
 			continue
 		}
 		time.Sleep(time.Until(edge.Add(50 * time.Millisecond)))
 		first := p.statuses(t, 3, "/login/fail")
-		close(b.release)
+		b.releaseAll()
 		if got := wait(); got[0] != 200 || got[1] != 200 || got[2] != 200 {
 			t.Fatalf("slow requests: %v, want 3×200", got)
 		}
@@ -186,7 +197,7 @@ func TestGiveBackOwnEvent(t *testing.T) {
 	time.Sleep(time.Until(t0.Add(300 * time.Millisecond)))
 	t1 := time.Now()
 	first := p.statuses(t, 2, "/login/fail")
-	close(b.release)
+	b.releaseAll()
 	if got := wait(); got[0] != 200 {
 		t.Fatalf("slow request: %d, want 200", got[0])
 	}

@@ -19,8 +19,10 @@ import (
 //     still in the window that held Taken.At, from the previous count if
 //     it has moved on one window since; nothing once that window has
 //     left both counts.
-//   - SlidingLog: the units of the reservation's own event (the event
-//     at Taken.At), if it is still in the window; never another event's.
+//   - SlidingLog: the oldest units at or after Taken.At, if it is still
+//     in the window: the reservation's own event's (or, if time went
+//     backwards, those of an earlier admission stamped later); never a
+//     later admission's.
 //   - TokenBucket, LeakyBucket (and the burst bucket in front of a
 //     window): the TAT moves back by what the units cost (cost×W/N) less
 //     the refill since Taken.At, never before now: the bucket never holds
@@ -148,35 +150,40 @@ func refundBucket(a, b uint64, took, now, w, n, cost int64) (uint64, uint64) {
 	return a, b
 }
 
-// giveBack takes cost units back from the event that an admission at
-// took left, if it is still in the window at now; never from another
-// event. An event at took is the admission's own (with those of any other
-// admission of the same nanosecond); one it cannot find (expired, or
-// placed at a later event's time because time went backwards) gives
-// nothing back. An emptied event leaves the log, but the newest keeps its
-// time, in an event of no units: events that the refunded request expired
-// are gone, so a request that comes back in time must still be judged at
-// the later time, or it would find them missing.
+// giveBack takes cost units back, at now, for an admission at took: the
+// oldest units at or after took, if took is still in the window. They are
+// the admission's own (in the event at took), or, if time went backwards
+// (a request whose decision came after a later-stamped one's was placed
+// at the newest event's time), units of an admission made before it and
+// stamped later, while its own stay, later still: the log is then never
+// laxer than had the admission not been made. Never a later admission's
+// units, which issue 36's give-back took (the newest). A took that has
+// left the window gives nothing: its units, if any are left, leave with
+// it. Emptied events leave the log, but the newest keeps its time, in an
+// event of no units: events that the refunded request expired are gone,
+// so a request that comes back in time must still be judged at the later
+// time, or it would find them missing.
 func (l *eventLog) giveBack(took, now, w, cost int64) {
 	if l.n == 0 || took <= max(now, l.newest())-w {
 		return // expired
 	}
-	i := l.n - 1
-	for i > 0 && l.at(i).at > took {
-		i--
+	first := l.n
+	for first > 0 && l.at(first-1).at >= took {
+		first--
 	}
-	e := l.at(i)
-	if e.at != took {
-		return
+	for i := first; i < l.n && cost > 0; i++ {
+		e := l.at(i)
+		k := min(cost, e.units)
+		e.units -= k
+		l.total -= k
+		cost -= k
 	}
-	k := min(cost, e.units)
-	e.units -= k
-	l.total -= k
-	if e.units > 0 || i == l.n-1 {
-		return
+	kept := first // compact: emptied events leave, but the newest
+	for i := first; i < l.n; i++ {
+		if e := *l.at(i); e.units > 0 || i == l.n-1 {
+			*l.at(kept) = e
+			kept++
+		}
 	}
-	for j := i; j < l.n-1; j++ {
-		*l.at(j) = *l.at(j + 1)
-	}
-	l.n--
+	l.n = kept
 }

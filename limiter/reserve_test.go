@@ -252,10 +252,10 @@ func TestReservationGiveBack(t *testing.T) {
 	}
 }
 
-// giveBack takes units from the event at took only: an emptied event in
+// giveBack takes the oldest units at or after took: an emptied event in
 // the middle of the ring leaves it (the others keep their order, the
-// ring wrapped or not), the newest keeps its time with no units, and an
-// event not found (expired, or none at took) gives nothing.
+// ring wrapped or not), the newest keeps its time with no units, and a
+// took that has left the window gives nothing.
 func TestLogGiveBackOwnEvent(t *testing.T) {
 	for i, tc := range []struct {
 		took, cost int64
@@ -263,10 +263,10 @@ func TestLogGiveBackOwnEvent(t *testing.T) {
 	}{
 		{took: 20, cost: 1, want: []event{{10, 1}, {30, 3}, {40, 1}}},
 		{took: 30, cost: 2, want: []event{{10, 1}, {20, 1}, {30, 1}, {40, 1}}},
-		{took: 30, cost: 5, want: []event{{10, 1}, {20, 1}, {40, 1}}},
+		{took: 30, cost: 5, want: []event{{10, 1}, {20, 1}, {40, 0}}},
 		{took: 40, cost: 1, want: []event{{10, 1}, {20, 1}, {30, 3}, {40, 0}}},
 		{took: 10, cost: 1, want: []event{{20, 1}, {30, 3}, {40, 1}}},
-		{took: 25, cost: 1, want: []event{{10, 1}, {20, 1}, {30, 3}, {40, 1}}}, // no event at 25
+		{took: 25, cost: 1, want: []event{{10, 1}, {20, 1}, {30, 2}, {40, 1}}}, // placed later: time went backwards
 		{took: 5, cost: 1, want: []event{{10, 1}, {20, 1}, {30, 3}, {40, 1}}},  // expired (window 100, at 105)
 	} {
 		for _, wrapped := range []bool{false, true} {

@@ -6,9 +6,12 @@ package caddymodule
 // a denial starts the key's next block); once the response's status and
 // headers are known (WriteHeader, the first Write, or the handler's
 // error), the request is settled: the units it takes beyond the
-// reservation are taken (ChargeScaledAt, Store.ChargeScaled), past the
+// reservation are taken (Limiter.Charge, Store.ChargeScaled), past the
 // limit if need be, or what it reserved beyond its units is given back
-// (all of it for a status count_status does not count). Requests in
+// (all of it for a status count_status does not count) to the window or
+// bucket state the reservation was taken from (Limiter.Refund,
+// Store.Refund): a response that ends after its window rolled gives
+// nothing to the next one. Requests in
 // flight each hold their reservation, so parallel requests cannot
 // multiply a limit: count_status holds it exactly, and cost_header
 // overshoots by at most what the requests in flight take beyond their
@@ -29,6 +32,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // afterVar is the request variable holding the request's afterWriter, so
@@ -43,6 +47,10 @@ type afterCharge struct {
 	cost  int64   // the rule's cost: count_status's units
 	scale float64 // the check's scale (tiers, geo, the node's share)
 	store bool    // Redis checked it: Redis takes the units
+	// at is the reservation's time (Redis's, if Redis made it): a
+	// give-back goes to the window or bucket state it was taken from,
+	// never to a later one (limiter.Refund).
+	at time.Time
 }
 
 // afterCharges are the charges of one handler's rules, on the stack.
@@ -50,13 +58,14 @@ type afterCharges = inline[afterCharge]
 
 // charge is the charge of ru, whose check v allowed f.
 func (v *verdict) charge(ru *rule, f facts) afterCharge {
-	return afterCharge{ru: ru, key: f.key, cost: f.cost, scale: v.scale, store: ru.store != nil && v.from == fromStore}
+	return afterCharge{ru: ru, key: f.key, cost: f.cost, scale: v.scale, store: ru.store != nil && v.from == fromStore, at: v.at}
 }
 
 // reserveFacts takes f's reservation before the request: the rule's
 // cost (1 unless set), at this node's share for a rule with scope
 // cluster; in Redis, where a denial starts the key's next block.
 func (ru *rule) reserveFacts(a *App, q *request, f facts) (v verdict) {
+	v.at = q.now
 	if ru.store == nil {
 		v.d, v.scale = ru.decide(a, f.key, q.now, f.cost, f.scale)
 		return v
@@ -67,7 +76,7 @@ func (ru *rule) reserveFacts(a *App, q *request, f facts) (v verdict) {
 	cancel()
 	if err == nil {
 		st.ok()
-		v.d, v.block, v.from, v.scale = sd.Decision, sd.Block, fromStore, f.scale
+		v.d, v.block, v.from, v.scale, v.at = sd.Decision, sd.Block, fromStore, f.scale, sd.At
 		kept := v.d // for the headers, if a later rule denies
 		v.stored = &kept
 		return v
@@ -248,7 +257,7 @@ func (c *afterCharge) take(ctx context.Context, now time.Time, units int64) {
 	}
 	ru := c.ru
 	if !c.store {
-		ru.lim.ChargeScaledAt(c.key, now, units, c.scale)
+		ru.lim.Charge(c.key, now, units, c.scale)
 		return
 	}
 	st := ru.store
@@ -262,18 +271,22 @@ func (c *afterCharge) take(ctx context.Context, now time.Time, units int64) {
 	st.failed("charge", err)
 	ru.stats.fallbacks[modeIndex(st.mode)].Add(1)
 	if st.mode == ruleconfig.StoreErrorLocal {
-		ru.lim.ChargeScaledAt(c.key, now, units, c.scale*st.fallbackShare())
+		ru.lim.Charge(c.key, now, units, c.scale*st.fallbackShare())
 	}
 }
 
-// giveBack gives back n units of the reservation: the response takes
-// fewer than were reserved.
+// giveBack gives back n units of the reservation, at now: the response
+// takes fewer than were reserved. They go back to the window or bucket
+// state the reservation was taken from (c.at), not to the one in force:
+// a slow response ends after its window rolled (its units are then gone
+// with the window), or after the bucket's refill absorbed them.
 func (c *afterCharge) giveBack(ctx context.Context, now time.Time, n int64) {
+	took := limiter.Taken{At: c.at, Cost: n, Scale: c.scale}
 	if c.store {
-		c.ru.refundStore(ctx, c.key, n, c.scale)
+		c.ru.refundStore(ctx, c.key, took)
 		return
 	}
-	c.ru.lim.RefundAt(c.key, now, n, c.scale)
+	c.ru.lim.Refund(c.key, took, now)
 }
 
 // stripCostHeaders removes the charges' cost headers from the response.

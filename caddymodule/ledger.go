@@ -21,14 +21,15 @@ type ledger struct {
 	buf   [4]taken
 }
 
-// taken is one rule's part in a request: the key it decided on, the
-// units it took (0 for a shadow rule that would have denied), and the
-// scale of its limits (the country's geo_multiplier factor).
+// taken is one rule's part in a request: the key it decided on, and
+// what its decision took (took: the decision's time, Redis's if Redis
+// made it, so that the units go back where they were taken; the units, 0
+// for a shadow rule that would have denied; the scale of its limits, the
+// country's geo_multiplier factor).
 type taken struct {
-	ru    *rule
-	key   string
-	cost  int64
-	scale float64
+	ru   *rule
+	key  string
+	took limiter.Taken
 	// shown, if not 0, is the scale of the limits the headers show: the
 	// request's, where a rule with store redis decided locally at this
 	// node's share of it (scale).

@@ -382,20 +382,20 @@ func (h *Handler) undo(hdr http.Header, r *http.Request, took *takings, now time
 	for _, ts := range [][]taken{earlier, mine} {
 		for _, t := range ts {
 			if t.stored != nil {
-				if t.cost > 0 {
-					t.ru.refundStore(r.Context(), t.key, t.cost, t.scale)
+				if t.took.Cost > 0 {
+					t.ru.refundStore(r.Context(), t.key, t.took)
 				}
 				d := *t.stored // as it was, with the units back
 				for i := 0; i < d.Len; i++ {
-					d.Quotas[i].Remaining = min(d.Quotas[i].Remaining+t.cost, d.Quotas[i].Limit)
+					d.Quotas[i].Remaining = min(d.Quotas[i].Remaining+t.took.Cost, d.Quotas[i].Limit)
 				}
 				t.ru.setHeaders(hdr, &d)
 				continue
 			}
-			if t.cost > 0 {
-				t.ru.lim.RefundAt(t.key, now, t.cost, t.scale)
+			if t.took.Cost > 0 {
+				t.ru.lim.Refund(t.key, t.took, now)
 			}
-			d := t.ru.lim.PeekScaledAt(t.key, now, 0, t.scale)
+			d := t.ru.lim.PeekScaledAt(t.key, now, 0, t.took.Scale)
 			for i := 0; i < d.Len && t.shown > 0; i++ {
 				d.Quotas[i].Limit = limiter.ScaledCount(t.ru.Limits[i].Count, t.shown)
 			}

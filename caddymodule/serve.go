@@ -163,6 +163,7 @@ type verdict struct {
 	d      limiter.Decision
 	from   storeOutcome      // store redis: where the decision came from
 	scale  float64           // the scale the decision used, for a refund
+	at     time.Time         // the decision's time (Redis's, if Redis made it), for a refund
 	shown  float64           // the scale the headers show, if not scale
 	stored *limiter.Decision // the decision, when Redis made it
 	block  redisstore.Block  // store redis with block_for: the key's block
@@ -176,9 +177,12 @@ func (ru *rule) decideFacts(a *App, q *request, f facts) (v verdict) {
 	}
 	if ru.store == nil {
 		v.d, v.scale = ru.decide(a, f.key, q.now, f.cost, f.scale)
+		v.at = q.now
 		return v
 	}
-	v.d, v.from, v.scale, v.block = ru.decideStore(q.r.Context(), f.key, q.now, f.cost, f.scale)
+	var sd redisstore.Decision
+	sd, v.from, v.scale = ru.decideStore(q.r.Context(), f.key, q.now, f.cost, f.scale)
+	v.d, v.block, v.at = sd.Decision, sd.Block, sd.At
 	switch v.from {
 	case fromLocal:
 		v.shown = f.scale // the fleet's limit, decided at this node's share
@@ -192,7 +196,7 @@ func (ru *rule) decideFacts(a *App, q *request, f facts) (v verdict) {
 // taken is what v took of key, cost units, to give back if a later rule
 // denies.
 func (v *verdict) taken(ru *rule, key string, cost int64) taken {
-	return taken{ru: ru, key: key, cost: cost, scale: v.scale, shown: v.shown, stored: v.stored}
+	return taken{ru: ru, key: key, took: limiter.Taken{At: v.at, Cost: cost, Scale: v.scale}, shown: v.shown, stored: v.stored}
 }
 
 // heldPlaces are the places a request takes in its rules' max_held while

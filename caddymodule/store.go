@@ -165,21 +165,21 @@ const (
 
 // decideStore decides a request on Redis at scale (a tier's, a
 // country's), within the store's timeout; on failure it applies the
-// rule's on_store_error. It returns the scale of the decision: with the
+// rule's on_store_error (the decision is then the in-process one, with
+// no Block and At now). It returns the scale of the decision: with the
 // in-process fallback, scale times this node's share of the fleet, for a
 // refund.
-func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost int64, scale float64) (limiter.Decision, storeOutcome, float64, redisstore.Block) {
+func (ru *rule) decideStore(ctx context.Context, key string, now time.Time, cost int64, scale float64) (redisstore.Decision, storeOutcome, float64) {
 	st := ru.store
 	callCtx, cancel := context.WithTimeout(ctx, st.timeout)
 	sd, err := st.store.Decide(callCtx, key, cost, scale)
 	cancel()
-	d := sd.Decision
 	if err == nil {
 		st.ok()
-		return d, fromStore, scale, sd.Block
+		return sd, fromStore, scale
 	}
 	d, from, local := ru.storeFailed(ctx, err, "allow", key, now, cost, scale)
-	return d, from, local, redisstore.Block{}
+	return redisstore.Decision{Decision: d, At: now}, from, local
 }
 
 // storeFailed applies on_store_error to a call that failed with err:
@@ -207,15 +207,17 @@ func (ru *rule) storeFailed(ctx context.Context, err error, call, key string, no
 	return d, fromLocal, local
 }
 
-// refundStore gives back units Redis took at scale for a request that
-// another rule denied, within the store's timeout: best effort, a failure
-// is counted and logged (rate-limited) and the units stay taken. It does
-// not wait for a client that went away.
-func (ru *rule) refundStore(ctx context.Context, key string, cost int64, scale float64) {
+// refundStore gives back what a decision of Redis took (t: at Redis's
+// time, at scale), for a request that another rule denied or whose
+// response took fewer units than it reserved, within the store's
+// timeout: best effort, a failure is counted and logged (rate-limited)
+// and the units stay taken. It does not wait for a client that went
+// away.
+func (ru *rule) refundStore(ctx context.Context, key string, t limiter.Taken) {
 	st := ru.store
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.timeout)
 	defer cancel()
-	if err := st.store.RefundScaled(callCtx, key, cost, scale); err != nil {
+	if err := st.store.Refund(callCtx, key, t); err != nil {
 		st.failed("refund", err)
 	} else {
 		st.ok()

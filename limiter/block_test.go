@@ -267,7 +267,7 @@ func BenchmarkChargeAt(b *testing.B) {
 			l := mustNew(b, Config{Algorithm: algo, Limits: []Limit{{1_000_000, time.Hour}}})
 			b.ReportAllocs()
 			for i := range b.N {
-				l.ChargeAt("k", base.Add(time.Duration(i)), 1)
+				l.Charge("k", base.Add(time.Duration(i)), 1, 1)
 			}
 		})
 	}

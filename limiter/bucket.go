@@ -160,13 +160,3 @@ func queueRoom(w int64, limit, x u128) int64 {
 	}
 	return limit.sub(x).div(uint64(w)) + 1
 }
-
-// refundBucket moves a TAT back by what cost units took, never before now.
-func refundBucket(a, b uint64, now, w, n, cost int64) (uint64, uint64) {
-	x := backlog(a, b, now, n)
-	if x.isZero() {
-		return a, b
-	}
-	a, b, _ = tatAfter(now, x.sub(mul(uint64(cost), uint64(w))), n)
-	return a, b
-}

@@ -6,8 +6,8 @@ import (
 )
 
 // A charge takes units after the fact (count_status, cost_header): the
-// request was checked before it ran (PeekScaledAt with a cost of 1: one
-// unit left), and what it costs is taken once its response is known,
+// request was checked before it ran (a reservation of its cost, or
+// PeekScaledAt with a cost of 1: one unit left), and what it costs is taken once its response is known,
 // whatever the limit says, so that later requests wait as if the request
 // had taken the units when it came. "Past the limit", per algorithm:
 //
@@ -46,13 +46,16 @@ import (
 // general path.
 const debtBit = 1 << 63
 
-// ChargeScaledAt takes cost units from key at now, regardless of the
-// limits, creating the key if need be; scale is the one its check used
-// (as in AllowScaledAt). A cost of 0 or less, or a scale of 0 or less,
+// Charge takes cost units from key at now, regardless of the limits,
+// creating the key if need be; scale is the one its check used (as in
+// AllowScaledAt; 1 for AllowAt). The units land in the state in force at
+// now, not where the request's reservation was taken (which Refund
+// respects): a charge only makes later requests wait, and a window that
+// has rolled could not hold it. A cost of 0 or less, or a scale of 0 or less,
 // takes nothing. It takes the shard's lock, and a decision on the key
 // racing on the lock-free path either lands before it or retries after.
 // A charge leaves a known key spent if it is at or past a limit.
-func (l *Limiter) ChargeScaledAt(key string, now time.Time, cost int64, scale float64) {
+func (l *Limiter) Charge(key string, now time.Time, cost int64, scale float64) {
 	if cost <= 0 {
 		return
 	}
@@ -81,11 +84,6 @@ func (l *Limiter) ChargeScaledAt(key string, now time.Time, cost int64, scale fl
 		s.table.setSpent(slot, spent)
 	}
 	s.mu.Unlock()
-}
-
-// ChargeAt is ChargeScaledAt at a scale of 1.
-func (l *Limiter) ChargeAt(key string, now time.Time, cost int64) {
-	l.ChargeScaledAt(key, now, cost, 1)
 }
 
 // charge takes cost (> 0) units from a key's words and logs at now,

@@ -45,52 +45,52 @@ func TestChargeStepTables(t *testing.T) {
 		// 10 taken, 5 charged past: the window's end forgives the rest
 		{name: "fixed_window", cfg: Config{Algorithm: FixedWindow, Limits: ten}, setup: func(l *Limiter) {
 			l.AllowAt("k", base.Add(2*s1), 10)
-			l.ChargeAt("k", base.Add(3*s1), 5)
+			l.Charge("k", base.Add(3*s1), 5, 1)
 		}, next: 10 * s1},
 		// 15 charged in the first window: in the next one, 15×(1−e/10s)+1 ≤ 10 at e = 4s
 		{name: "sliding_window", cfg: Config{Algorithm: SlidingWindow, Limits: ten}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base.Add(2*s1), 15)
+			l.Charge("k", base.Add(2*s1), 15, 1)
 		}, next: 14 * s1},
 		// shared (its windows the key's own, prev's part rounded down): 15
 		// charged at 2s, in the key's next window [12s, 22s)
 		// ⌊15×(1−e/10s)⌋+1 ≤ 10 once e > 3.33…s
 		{name: "sliding_window shared", cfg: Config{Algorithm: SlidingWindow, Limits: ten, Shares: true}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base.Add(2*s1), 15)
+			l.Charge("k", base.Add(2*s1), 15, 1)
 		}, next: 12*s1 + 3333333334*ns},
 		// 10 taken at 0, 5 charged at 1s: the first event leaves at 10s, leaving 5
 		{name: "sliding_log", cfg: Config{Algorithm: SlidingLog, Limits: ten}, setup: func(l *Limiter) {
 			l.AllowAt("k", base, 10)
-			l.ChargeAt("k", base.Add(s1), 5)
+			l.Charge("k", base.Add(s1), 5, 1)
 		}, next: 10 * s1},
 		// 15 units of work in a bucket of 10: one unit fits once 9s are left, at 6s
 		{name: "token_bucket", cfg: Config{Algorithm: TokenBucket, Limits: ten}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base, 15)
+			l.Charge("k", base, 15, 1)
 		}, next: 6 * s1},
 		// a queue 15s long, at most 5s (depth 5) admitted: at 10s, held 5s
 		{name: "leaky_bucket", cfg: Config{Algorithm: LeakyBucket, Limits: ten, Burst: 5, MaxDelay: 10 * s1}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base, 15)
+			l.Charge("k", base, 15, 1)
 		}, next: 10 * s1, delay: 5 * s1},
 		// at scale 0.5, 5 per 10s (a unit 2s): 8 charged, 16s of work in a
 		// bucket of 10s, one unit fits at 8s; the debt is not read as a
 		// full bucket (which would allow at 2s)
 		{name: "token_bucket scaled", cfg: Config{Algorithm: TokenBucket, Limits: ten}, scale: 0.5, setup: func(l *Limiter) {
-			l.ChargeScaledAt("k", base, 8, 0.5)
+			l.Charge("k", base, 8, 0.5)
 			l.AllowScaledAt("k", base.Add(s1), 1, 0.5) // a scaled decision: denied, the debt kept
 		}, next: 8 * s1},
 		// two limits: 25 charged, 10/10s frees a unit at 16s, 20/60s (a unit 3s) at 18s
 		{name: "token_bucket two limits", cfg: Config{Algorithm: TokenBucket, Limits: []Limit{{10, 10 * s1}, {20, 60 * s1}}}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base, 25)
+			l.Charge("k", base, 25, 1)
 		}, next: 18 * s1},
 		{name: "sliding_window two limits", cfg: Config{Algorithm: SlidingWindow, Limits: []Limit{{10, 10 * s1}, {100, 100 * s1}}}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base.Add(2*s1), 15)
+			l.Charge("k", base.Add(2*s1), 15, 1)
 		}, next: 14 * s1},
 		// burst 5 in front of 100/60s (a unit 0.6s): 8 charged, 4.8s of work
 		// in a bucket of 3s: one unit fits at 2.4s
 		{name: "fixed_window burst", cfg: Config{Algorithm: FixedWindow, Limits: []Limit{{100, 60 * s1}}, Burst: 5}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base, 8)
+			l.Charge("k", base, 8, 1)
 		}, next: 2400 * ms},
 		{name: "sliding_log burst", cfg: Config{Algorithm: SlidingLog, Limits: []Limit{{100, 60 * s1}}, Burst: 5}, setup: func(l *Limiter) {
-			l.ChargeAt("k", base, 8)
+			l.Charge("k", base, 8, 1)
 		}, next: 2400 * ms},
 	} {
 		scale := tc.scale
@@ -119,7 +119,7 @@ func TestChargeLockFree(t *testing.T) {
 		if !l.AllowAt("k", base, 1).Allowed { // the second: referenced, lock-free from now on
 			t.Fatalf("%s: second request denied", algo)
 		}
-		l.ChargeAt("k", base, 8) // at the limit (the leaky bucket: a queue of 10s, past MaxDelay)
+		l.Charge("k", base, 8, 1) // at the limit (the leaky bucket: a queue of 10s, past MaxDelay)
 		if l.AllowAt("k", base, 1).Allowed {
 			t.Errorf("%s: allowed after a charge to the limit", algo)
 		}
@@ -146,7 +146,7 @@ func TestChargeConcurrent(t *testing.T) {
 		for range 2 {
 			wg.Go(func() {
 				for range 1000 {
-					l.ChargeAt("k", base, 3)
+					l.Charge("k", base, 3, 1)
 				}
 			})
 		}
@@ -163,7 +163,7 @@ func TestChargeConcurrent(t *testing.T) {
 func TestChargeLogBounded(t *testing.T) {
 	l := mustNew(t, Config{Algorithm: SlidingLog, Limits: []Limit{{3, 10 * s1}}})
 	for i := range 10 {
-		l.ChargeAt("k", base.Add(time.Duration(i+1)*ms), 1)
+		l.Charge("k", base.Add(time.Duration(i+1)*ms), 1, 1)
 	}
 	h := hashKey(l.seed, "k")
 	s := l.shard(h)
@@ -194,7 +194,7 @@ func TestPeekOneUnitMatchesAllow(t *testing.T) {
 				scale := []float64{1, 1, 0.5, 2}[rng.IntN(4)]
 				key := []string{"a", "b"}[rng.IntN(2)]
 				if rng.IntN(3) == 0 {
-					l.ChargeScaledAt(key, now, int64(rng.IntN(6)), scale)
+					l.Charge(key, now, int64(rng.IntN(6)), scale)
 					continue
 				}
 				p := l.PeekScaledAt(key, now, 1, scale)
@@ -211,11 +211,11 @@ func TestPeekOneUnitMatchesAllow(t *testing.T) {
 // known key spent once it is at a limit; MarkSpent marks an existing key.
 func TestChargeSpentAndMarkSpent(t *testing.T) {
 	l := mustNew(t, Config{Algorithm: FixedWindow, Limits: []Limit{{10, 10 * s1}}})
-	l.ChargeAt("k", base, 20)
+	l.Charge("k", base, 20, 1)
 	if !l.Contains("k") || spentKeys(l) != 0 {
 		t.Fatalf("first charge: contains %v, spent %d", l.Contains("k"), spentKeys(l))
 	}
-	l.ChargeAt("k", base, 1)
+	l.Charge("k", base, 1, 1)
 	if spentKeys(l) != 1 {
 		t.Fatalf("second charge past the limit: spent %d, want 1", spentKeys(l))
 	}
@@ -226,8 +226,8 @@ func TestChargeSpentAndMarkSpent(t *testing.T) {
 	if !l.MarkSpent("j") || spentKeys(l) != 2 {
 		t.Fatalf("MarkSpent: spent %d, want 2", spentKeys(l))
 	}
-	l.ChargeAt("k", base, 0) // takes nothing
-	l.ChargeScaledAt("k", base, 5, 0)
+	l.Charge("k", base, 0, 1) // takes nothing
+	l.Charge("k", base, 5, 0)
 }
 
 // spentKeys is the number of keys marked spent.

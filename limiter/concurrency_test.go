@@ -74,7 +74,7 @@ func TestConcurrentKeys(t *testing.T) {
 					if d := l.AllowAt(key, now, 1); d.Allowed {
 						allowed[k].Add(1)
 						if i%5 == 0 { // give one back now and then
-							l.RefundAt(key, now, 1, 1)
+							l.Refund(key, Taken{At: now, Cost: 1, Scale: 1}, now)
 							allowed[k].Add(-1)
 						}
 					}

@@ -26,18 +26,24 @@
 // both must pass.
 //
 // Decisions are all-or-nothing: a request denied by any limit of the rule
-// consumes nothing from the others, and RefundAt gives back a request that
-// a later rule denied.
+// consumes nothing from the others, and Refund gives back what an allowed
+// decision took (a Taken), into the window or bucket state it was taken
+// from, never a later one (refund.go): for a request that a later rule
+// denied, or whose response takes fewer units than it reserved
+// (count_status, cost_header). The units a key keeps are then units its
+// limits would have admitted alone, so the bounds on any span of one
+// window hold for them: N for SlidingLog, 2N for FixedWindow, 2N−1 for
+// SlidingWindow, capacity+N−1 for TokenBucket (with a Burst B on a window
+// algorithm, B+N−1).
 //
-// ChargeScaledAt takes units after the fact, past the limits if need be
-// (count_status, cost_header: a request checked with PeekScaledAt before,
-// charged once its response is known); charge.go says what "past the
-// limit" means for each algorithm. Blocks holds a rule's blocked keys
+// Charge takes units after the fact, past the limits if need be
+// (cost_header: the units beyond a reservation, once the response is
+// known); charge.go says what "past the limit" means for each algorithm. Blocks holds a rule's blocked keys
 // (block_for, block_reset), with escalation, a bound, and a merge for
 // blocks learnt from other nodes; MarkSpent pins a blocked key's counters
 // against eviction.
 //
-// Time is always an argument (AllowAt, RefundAt, PeekAt); the forms without
+// Time is always an argument (AllowAt, Refund, Charge, PeekAt); the forms without
 // "At" read the wall clock. Time going backwards never gives quota back.
 //
 // Keys live in a sharded store bounded by Config.MaxKeys: a decision locks

@@ -83,7 +83,7 @@ func fuzzAlgorithm(f *testing.F, algo Algorithm) {
 			m := &model[k]
 			if b0&4 != 0 && m.last >= 0 {
 				u := m.hist[m.last].units
-				l.RefundAt(keys[k], time.Unix(0, m.lastAt), u, 1)
+				l.Refund(keys[k], Taken{At: time.Unix(0, m.lastAt), Cost: u, Scale: 1}, time.Unix(0, m.lastAt))
 				m.hist = append(m.hist[:m.last], m.hist[m.last+1:]...)
 				m.last = -1
 			}

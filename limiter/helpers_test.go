@@ -13,9 +13,10 @@ var base = time.Unix(1_767_225_600, 0)
 type op int
 
 const (
-	allow  op = iota // AllowAt (AllowScaledAt if scale is set)
-	peek             // PeekAt: must take nothing
-	refund           // RefundAt; nothing is checked
+	allow    op = iota // AllowAt (AllowScaledAt if scale is set)
+	peek               // PeekAt: must take nothing
+	refund             // Refund of what a decision at the same time took; nothing is checked
+	giveBack           // Refund at at of what a decision at took took; nothing is checked
 )
 
 // tstep is one row of a step table: at the offset at from base, key (default
@@ -32,6 +33,7 @@ type tstep struct {
 	op    op
 	scale float64 // AllowScaledAt with this scale if not 0
 	key   string
+	took  time.Duration // giveBack: the offset of the decision that took the units
 }
 
 // mustNew is New that fails the test on error.
@@ -55,12 +57,16 @@ func run(t *testing.T, l *Limiter, steps []tstep) {
 		now := base.Add(s.at)
 		var d Decision
 		switch s.op {
-		case refund:
+		case refund, giveBack:
 			scale := s.scale
 			if scale == 0 {
 				scale = 1
 			}
-			l.RefundAt(key, now, s.cost, scale)
+			took := now
+			if s.op == giveBack {
+				took = base.Add(s.took)
+			}
+			l.Refund(key, Taken{At: took, Cost: s.cost, Scale: scale}, now)
 			continue
 		case peek:
 			if s.scale != 0 {

@@ -11,9 +11,11 @@ import (
 // decision of a one-limit rule on a known key mostly locks nothing
 // (lockfree.go).
 //
-// Create one with New. AllowAt is the decision; RefundAt gives a decision
-// back (when another rule denied the same request); PeekAt reads without
-// taking. The methods without "At" use time.Now.
+// Create one with New. AllowAt is the decision; Refund gives what an
+// allowed decision took back (refund.go: a later rule denied the request,
+// or its response was not one count_status counts); Charge takes units
+// after the fact (charge.go); PeekAt reads without taking. The methods
+// without "At" use time.Now.
 type Limiter struct {
 	plan   atomic.Pointer[plan]
 	seed   maphash.Seed
@@ -163,24 +165,6 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 		// sent once cannot outlive a key in use. A scale of 0 denies
 		// whatever the state.
 		s.table.setSpent(slot, d.spent())
-	}
-	s.mu.Unlock()
-}
-
-// RefundAt gives back cost units that an allowed decision on key took at
-// about now, as if the request had never come (as far as the windows that
-// took it still count). Use it when a later rule denies the request.
-// Scale must be the one the decision used.
-func (l *Limiter) RefundAt(key string, now time.Time, cost int64, scale float64) {
-	p := l.plan.Load()
-	h := hashKey(l.seed, key)
-	s := l.shard(h)
-	s.mu.Lock()
-	if slot, ok := s.table.find(h); ok {
-		var buf [3]uint64
-		w := s.table.hold(slot, &buf)
-		p.refund(w, s.table.logsAt(slot), now.UnixNano(), cost, scale)
-		s.table.put(slot, w)
 	}
 	s.mu.Unlock()
 }

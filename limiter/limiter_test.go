@@ -98,7 +98,7 @@ func TestMultiLimitAllOrNothing(t *testing.T) {
 	}
 }
 
-// RefundAt restores exactly what AllowAt took, whatever the state.
+// Refund at the decision's time restores exactly what AllowAt took, whatever the state.
 func TestRefund(t *testing.T) {
 	configs := []Config{}
 	for _, algo := range allAlgorithms {
@@ -121,7 +121,7 @@ func TestRefund(t *testing.T) {
 						if !d.Allowed {
 							continue
 						}
-						l.RefundAt("k", now, cost, scale)
+						l.Refund("k", Taken{At: now, Cost: cost, Scale: scale}, now)
 						if after := l.PeekAt("k", now, 1); after != before {
 							t.Fatalf("request %d at %v cost %d: refund left\n%+v\nwant\n%+v", i, at, cost, after, before)
 						}
@@ -151,7 +151,7 @@ func TestRefundLater(t *testing.T) {
 		{at: s1, cost: 0, ok: true, rem: 2, reset: s1, op: peek},
 	})
 	if l.Contains("other") {
-		t.Error("RefundAt created a key")
+		t.Error("Refund created a key")
 	}
 }
 
@@ -362,7 +362,7 @@ func TestHugeCost(t *testing.T) {
 			if after := l.PeekAt("k", base, 1); after != before {
 				t.Errorf("%s cost %d: took something: %+v, was %+v", algo, cost, after, before)
 			}
-			l.RefundAt("k", base, cost, 1) // gives back at most what was taken
+			l.Refund("k", Taken{At: base, Cost: cost, Scale: 1}, base) // gives back at most what was taken
 			if d := l.PeekAt("k", base, 10); !d.Allowed {
 				t.Errorf("%s: a huge refund left %+v", algo, d)
 			}

@@ -114,30 +114,6 @@ func (l *eventLog) grow() {
 	l.buf, l.head, l.one = buf, 0, event{}
 }
 
-// unpush takes back units from the newest events (a refund). The newest
-// event's time stays, in an event of no units if need be: events that the
-// refunded request expired are gone, so a request that comes back in time
-// must still be judged at the later time, or it would find them missing.
-func (l *eventLog) unpush(units int64) {
-	if l.n == 0 {
-		return
-	}
-	newest := l.newest()
-	for units > 0 && l.n > 0 {
-		e := l.at(l.n - 1)
-		k := min(units, e.units)
-		e.units -= k
-		l.total -= k
-		units -= k
-		if e.units == 0 {
-			l.n--
-		}
-	}
-	if l.newest() < newest {
-		l.push(newest, 0)
-	}
-}
-
 // slidingLog admits cost units if the units taken in (now−w, now] leave
 // room for them. It changes nothing: the caller expires old events and
 // pushes the new one (logAdmit) once every limit has said yes, so that a

@@ -88,7 +88,7 @@ func TestSlidingLogOneEventInline(t *testing.T) {
 	if len(l.buf) != 4 || l.n != 2 || l.total != 4 || *l.at(0) != (event{10, 3}) || *l.at(1) != (event{20, 1}) {
 		t.Fatalf("two events: %d slots, %d events, %d units, %+v %+v", len(l.buf), l.n, l.total, *l.at(0), *l.at(1))
 	}
-	l.unpush(1) // a refund of the newest: its time stays, in an event of no units
+	l.giveBack(20, 20, 100, 1) // a refund of the newest: its time stays, in an event of no units
 	if l.n != 2 || l.total != 3 || l.newest() != 20 || l.at(1).units != 0 {
 		t.Fatalf("after the refund: %d events, %d units, newest %d", l.n, l.total, l.newest())
 	}
@@ -100,7 +100,7 @@ func TestSlidingLogOneEventInline(t *testing.T) {
 		t.Fatalf("expired: %d events, %d units, newest %d", m.n, m.total, m.newest())
 	}
 	m.push(30, 1)
-	m.unpush(1) // its time stays, in an event of no units
+	m.giveBack(30, 30, 100, 1) // its time stays, in an event of no units
 	if m.buf != nil || m.n != 1 || m.total != 0 || m.newest() != 30 {
 		t.Fatalf("refunded: %d slots, %d events, %d units, newest %d", len(m.buf), m.n, m.total, m.newest())
 	}

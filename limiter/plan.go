@@ -335,33 +335,6 @@ func (p *plan) blocked(d *Decision) {
 	d.RetryAfter = time.Duration(p.longest)
 }
 
-// refund gives back cost units that decide took at about now.
-func (p *plan) refund(words []uint64, logs []eventLog, now, cost int64, scale float64) {
-	if p.shareW != 0 {
-		scale *= shareOf(words[p.shareW])
-	}
-	if scale <= 0 || math.IsNaN(scale) || cost <= 0 {
-		return
-	}
-	for _, lp := range p.limits {
-		switch p.algo {
-		case SlidingWindow:
-			a := words[lp.word]
-			words[lp.word], words[lp.word+1] = refundSlidingWindow(a, words[lp.word+1], p.slidingTook(a, now, lp.w), lp.w, cost)
-		case FixedWindow:
-			words[lp.word], words[lp.word+1] = refundFixedWindow(words[lp.word], words[lp.word+1], now, lp.w, cost)
-		case SlidingLog:
-			logs[lp.word].unpush(cost)
-		case TokenBucket, LeakyBucket:
-			words[lp.word], words[lp.word+1] = refundBucket(words[lp.word], words[lp.word+1], now, lp.w, scaled(lp.n, scale), cost)
-		}
-	}
-	if p.burstW != 0 {
-		lp := p.limits[p.burstAt]
-		words[p.burstW], words[p.burstW+1] = refundBucket(words[p.burstW], words[p.burstW+1], now, lp.w, scaled(lp.n, scale), cost)
-	}
-}
-
 // idle is true if a key's state is no different from a new key's at now:
 // such a key can be dropped without anyone noticing. A key with a share or
 // an untaken demand is never idle.

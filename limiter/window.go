@@ -1,7 +1,5 @@
 package limiter
 
-import "math"
-
 // fixedWindow counts units in windows of length w aligned to the Unix
 // epoch. State: a = the window's start (ns), b = units taken in it. Cur
 // is alignDown(now, w).
@@ -24,16 +22,6 @@ func fixedWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 	}
 	count += cost
 	*s = step{ok: true, a: uint64(cur), b: uint64(count), quota: newQuota(n, w, n-count, end, end)}
-}
-
-// refundFixedWindow gives back cost units taken in the window that holds
-// now (the decision's time), if the key is still in it: units of a window
-// already past are gone anyway.
-func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
-	if int64(a) != alignDown(now, w) { // a window past, or one the key has moved on to
-		return a, b
-	}
-	return a, b - min(b, uint64(cost))
 }
 
 // slidingWindow estimates the units of the last w as
@@ -190,37 +178,4 @@ func (p *plan) slidingCur(i int, a, b uint64, now int64) int64 {
 		return keyWindow(a, b, now, p.limits[i].w)
 	}
 	return p.starts.at(i, now, p.limits[i].w)
-}
-
-// slidingTook is the start of the window that held now for a sliding
-// window's state a (of a decision made at about now): the epoch-aligned
-// window, or, anchored, the key's window if now falls in it or the one
-// before (the key has since moved on); else one that matches neither.
-func (p *plan) slidingTook(a uint64, now, w int64) int64 {
-	if p.shareW == 0 {
-		return alignDown(now, w)
-	}
-	switch start := int64(a); {
-	case now >= start && now < start+w:
-		return start
-	case now >= start-w && now < start:
-		return start - w
-	}
-	return math.MinInt64
-}
-
-// refundSlidingWindow gives back cost units taken in the window that
-// started at took (the one holding the decision's time, slidingTook):
-// from the current count or, if the key has since moved on one window,
-// from the previous one.
-func refundSlidingWindow(a, b uint64, took, w, cost int64) (uint64, uint64) {
-	switch int64(a) {
-	case took: // still the current count
-		curr := b & math.MaxUint32
-		return a, b&^math.MaxUint32 | (curr - min(curr, uint64(cost)))
-	case took + w: // the key has moved on a window: the units are in prev
-		prev := b >> 32
-		return a, (prev-min(prev, uint64(cost)))<<32 | b&math.MaxUint32
-	}
-	return a, b
 }

@@ -163,7 +163,7 @@ func TestRefundAfterRollover(t *testing.T) {
 				l.AllowAt("k", next, 1)
 			}
 			before := l.PeekAt("k", next, 0).Quotas[0].Remaining
-			l.RefundAt("k", first, 1, 1)
+			l.Refund("k", Taken{At: first, Cost: 1, Scale: 1}, first)
 			after := l.PeekAt("k", next, 0).Quotas[0].Remaining
 			if algo == FixedWindow && after != before {
 				t.Fatalf("fixed window: remaining %d after the refund, want %d: the refunded unit belonged to the window before", after, before)

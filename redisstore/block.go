@@ -28,6 +28,9 @@ type Decision struct {
 	limiter.Decision
 	// Block is the key's block after the decision: zero without blocks.
 	Block Block
+	// At is Redis's clock at the decision (µs): what Refund needs to give
+	// an allowed decision's units back where they were taken.
+	At time.Time
 }
 
 // Block is a key's abuse block as Redis holds it.

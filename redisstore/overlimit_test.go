@@ -44,7 +44,7 @@ func TestOverLimitCache(t *testing.T) {
 		do   func()
 	}{
 		{"a refund", func() {
-			if err := s.Refund(t.Context(), "k", 1); err != nil {
+			if err := s.Refund(t.Context(), "k", limiter.Taken{At: time.Now(), Cost: 1, Scale: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}},

@@ -31,7 +31,7 @@ func TestScaleZero(t *testing.T) {
 	if st := s.Stats(); st.Calls != 0 {
 		t.Fatalf("%d calls, want none", st.Calls)
 	}
-	if err := s.RefundScaled(context.Background(), "k", 1, 0); err != nil {
+	if err := s.Refund(context.Background(), "k", limiter.Taken{At: time.Now(), Cost: 1, Scale: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := c.Exists(context.Background(), s.RedisKeys("k")...).Result(); n != 0 {

@@ -19,7 +19,8 @@ package redisstore
 // "k" check: a peek that starts a block when it denies, "t" take: charge
 // the units whatever the limits, "r" refund), 2 cost, 3 requests (the
 // number of requests of that cost decided one after the other: coalesced
-// requests of one key), 4 scaled ("1" when the counts are a scale of the
+// requests of one key; for "r", the time of the decision that took the
+// units, µs: the refund lands where they were taken), 4 scaled ("1" when the counts are a scale of the
 // rule's: a token bucket fuller than full is then read as full, as
 // limiter's), 5 clock (µs; 0: Redis's TIME, tests only set it), 6 burst
 // capacity in front of a window algorithm (0: none), 7 leaky bucket max
@@ -45,6 +46,7 @@ local floor, max, min = math.floor, math.max, math.min
 local op = ARGV[1]
 local cost = tonumber(ARGV[2])
 local reps = tonumber(ARGV[3])
+local took = reps -- op 'r': the refunded decision's time (µs)
 local scaled = ARGV[4] == '1'
 local now = tonumber(ARGV[5])
 if now <= 0 then
@@ -153,11 +155,14 @@ local function at_most_full(t, f, n, w, cap)
 end
 -- tat_limits is true when the limits are token buckets (the algorithm sets it).
 local tat_limits = false
--- gcra_refund moves a TAT back by cost units, never before now.
+-- gcra_refund moves a TAT back by what c units took at took, less the
+-- refill since, never before now (limiter's refundBucket).
 local function gcra_refund(t, f, n, w, c)
   local x = backlog(t, f, n)
-  if x == 0 then return nil end
-  local a, b = tat_after(max(x - c * w, 0), n)
+  local give = c * w
+  if now > took then give = give - (now - took) * n end
+  if x == 0 or give <= 0 then return nil end
+  local a, b = tat_after(max(x - give, 0), n)
   return a, b
 end
 `

@@ -11,7 +11,11 @@ package redisstore
 // the limit was reached (requests in flight, see charge.go).
 // Expired events are removed when a request is admitted; a denial writes
 // nothing. Every key lives for the longest window after the newest event.
-// Refund: units come back from the newest events.
+// Refund: the oldest units at or after the decision's time come back (the
+// reservation's own, or an earlier admission's stamped later if time went
+// backwards; never a later admission's), if that time is still in the
+// window; an emptied event leaves, but the newest keeps its time with no
+// units, as limiter's.
 const luaSlidingLog = `
 local NEW, HELD, OLD = {}, {}, {}
 local seq = tonumber(redis.call('HGET', H, 's')) or 0
@@ -73,19 +77,34 @@ end
 local function take(i, c) return {} end -- commit adds the event of cost units
 local function refund(i, c)
   local z = KEYS[1 + i]
-  local held = B[i]
+  if not NEW[i] or took <= max(now, NEW[i]) - W[i] then return end -- expired
+  local given, off = 0, 0
   while c > 0 do
-    local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-    if not top[1] then break end
-    local u = units(top[1])
-    local k = min(c, u)
-    redis.call('ZREM', z, top[1])
-    if u > k then
-      seq = seq + 1
-      redis.call('ZADD', z, top[2], string.format('%d', seq) .. ':' .. string.format('%d', u - k))
+    local ev = redis.call('ZRANGEBYSCORE', z, string.format('%d', took), '+inf', 'WITHSCORES', 'LIMIT', off, 64)
+    if #ev == 0 then break end
+    for k = 1, #ev, 2 do
+      local u = units(ev[k])
+      local g = min(c, u)
+      if g > 0 then
+        redis.call('ZREM', z, ev[k])
+        if u > g then
+          seq = seq + 1
+          redis.call('ZADD', z, ev[k + 1], string.format('%d', seq) .. ':' .. string.format('%d', u - g))
+        else
+          off = off - 1 -- a member less before the next batch
+        end
+        c, given = c - g, given + g
+        if c == 0 then break end
+      end
     end
-    c, held = c - k, held - k
+    off = off + #ev / 2
   end
-  if held ~= B[i] then set('b' .. i, max(held, 0)); set('s', seq) end
+  if given == 0 then return end
+  local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+  if not top[2] or tonumber(top[2]) < NEW[i] then
+    seq = seq + 1 -- the newest keeps its time, with no units
+    redis.call('ZADD', z, string.format('%d', NEW[i]), string.format('%d', seq) .. ':0')
+  end
+  set('b' .. i, max(B[i] - given, 0)); set('s', seq)
 end
 `

@@ -3,8 +3,9 @@ package redisstore
 // luaFixedWindow counts units per window aligned to the Unix epoch, as
 // limiter's fixed_window. Per limit i: a<i> = the window's start (µs),
 // b<i> = units taken in it. The key lives until the longest window ends.
-// Refund: units taken in the window still in force come back; those of a
-// window already past are gone anyway.
+// Refund: units come back if the window they were taken in (the one that
+// held the decision's time) is still the key's; those of a window already
+// past are gone anyway.
 const luaFixedWindow = `
 local function prepare() end
 local function step(i, c)
@@ -34,7 +35,7 @@ local function take(i, c)
   return {a = cur, b = count + c}
 end
 local function refund(i, c)
-  if A[i] > 0 and A[i] == align(now, W[i]) then set('b' .. i, max(B[i] - c, 0)) end
+  if A[i] > 0 and A[i] == align(took, W[i]) then set('b' .. i, max(B[i] - c, 0)) end
 end
 `
 
@@ -43,9 +44,9 @@ end
 // (in W-ths of a unit). Per limit i: a<i> = the current window's start
 // (µs), b<i> = the previous window's count, c<i> = the current one's. The
 // key lives until both counts have aged out: at most two windows.
-// Refund: units come back from the count they were taken in, if that
-// window is the current or the previous one (if the key rolled over to a
-// new window in between, from the count that now holds them).
+// Refund: units come back to the count they were taken in (the window
+// that held the decision's time): the current one, or the previous one
+// if the key has rolled over once since; none once it has left both.
 const luaSlidingWindow = `
 local function prepare() end
 local function sreset(cur, w, prev, curr)
@@ -97,6 +98,9 @@ local function take(i, c)
   return {a = cur, b = prev, c = curr + c}
 end
 local function refund(i, c)
-  if A[i] > 0 and A[i] >= align(now, W[i]) - W[i] then set('c' .. i, max(Cc[i] - c, 0)) end
+  local tw = align(took, W[i])
+  if A[i] <= 0 then return end
+  if A[i] == tw then set('c' .. i, max(Cc[i] - c, 0))
+  elseif A[i] == tw + W[i] then set('b' .. i, max(B[i] - c, 0)) end
 end
 `

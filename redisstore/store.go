@@ -238,6 +238,7 @@ func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, s
 func (s *Store) read(rd *Decision, n []int64, scale float64) {
 	d := &rd.Decision
 	d.Allowed = n[0] == 1
+	rd.At = time.UnixMicro(n[3])
 	d.RetryAfter = us(n[1])
 	d.Delay = us(n[2])
 	d.Len = len(s.cfg.Limits)
@@ -254,29 +255,27 @@ func (s *Store) read(rd *Decision, n []int64, scale float64) {
 	}
 }
 
-// Refund gives back cost units that Allow took for key moments ago (when
-// another rule denied the same request). What comes back: fixed_window,
-// the units if the window they were taken in is still the current one;
-// sliding_window, the units from the current count, or the previous one if
-// the window just rolled over; sliding_log, the newest events' units;
-// token_bucket and leaky_bucket, the TAT moves back by their cost, never
-// before now. A Refund never creates a key.
-func (s *Store) Refund(ctx context.Context, key string, cost int64) error {
-	return s.RefundScaled(ctx, key, cost, 1)
-}
-
-// RefundScaled is Refund of units AllowScaled took at scale (the buckets
-// give back what a unit cost at that scale). It forgets the key in the
+// Refund gives back what an allowed decision took for key (t: its
+// Decision's At, the units and the scale), when another rule denied the
+// same request or its response took fewer units than it reserved. As
+// limiter's Refund, the units go back only to the state they were taken
+// from: fixed_window, if the window that held t.At is still the key's;
+// sliding_window, to the count that holds them (the current, or the
+// previous if the window has rolled once since), else nowhere;
+// sliding_log, from the reservation's own event (the oldest at or after
+// t.At), if it is still in the window; token_bucket and leaky_bucket, the
+// TAT moves back by what the units cost less the refill since t.At, never
+// before now. A Refund never creates a key. It forgets the key in the
 // over-limit cache: units came back.
-func (s *Store) RefundScaled(ctx context.Context, key string, cost int64, scale float64) error {
-	if cost <= 0 || !(scale > 0) {
+func (s *Store) Refund(ctx context.Context, key string, t limiter.Taken) error {
+	if t.Cost <= 0 || !(t.Scale > 0) {
 		return nil
 	}
 	if s.denied != nil {
 		defer s.denied.forget(key)
 		s.denied.forget(key)
 	}
-	_, err := s.run(ctx, key, "r", cost, 1, scale, false)
+	_, err := s.run(ctx, key, "r", t.Cost, int(t.At.UnixMicro()), t.Scale, false)
 	return err
 }
 
@@ -291,7 +290,10 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 		rest, scaled = s.argsAt(scale), "1"
 	}
 	args := make([]any, 0, 5+len(rest))
-	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), max(n, 1), scaled, s.clockArg())
+	if op != "r" {
+		n = max(n, 1)
+	}
+	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), n, scaled, s.clockArg())
 	args = append(args, rest...)
 	res, err := s.script.Run(ctx, s.client, s.RedisKeys(key), args...).Result()
 	if gathered && errors.Is(err, context.DeadlineExceeded) {

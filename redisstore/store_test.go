@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgebyte/edgelimit/limiter"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestAllowCountsDown: N per hour admits exactly N, Remaining counting
@@ -76,6 +77,27 @@ func TestMatchesLimiter(t *testing.T) {
 // and compares each decision.
 func matchLimiter(t *testing.T, limits []limiter.Limit, burst int64, costs []int64, scales []float64) {
 	_, c := start(t)
+	eachPair(t, c, limits, burst, func(t *testing.T, s *Store, l *limiter.Limiter) {
+		for i, cost := range costs {
+			scale := 1.0
+			if scales != nil {
+				scale = scales[i]
+			}
+			want := l.AllowScaledAt("k", time.Now(), cost, scale)
+			got, err := s.AllowScaled(t.Context(), "k", cost, scale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameDecision(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), got, want)
+			sameEffective(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), s.cfg, got, want)
+		}
+	})
+}
+
+// eachPair runs f, in a subtest per algorithm and burst (none, and
+// burst), on a Store on c and an in-process limiter of the same limits
+// (the leaky bucket's the first limit only).
+func eachPair(t *testing.T, c *redis.Client, limits []limiter.Limit, burst int64, f func(t *testing.T, s *Store, l *limiter.Limiter)) {
 	for _, algo := range algorithms {
 		for _, burst := range []int64{0, burst} {
 			t.Run(fmt.Sprintf("%s/burst=%d", algo, burst), func(t *testing.T) {
@@ -86,24 +108,11 @@ func matchLimiter(t *testing.T, limits []limiter.Limit, burst int64, costs []int
 				if burst > 0 {
 					cfg.Burst = burst
 				}
-				s := newStore(t, c, cfg)
 				l, err := limiter.New(limiter.Config{Algorithm: algo, Limits: cfg.Limits, Burst: cfg.Burst, MaxDelay: cfg.MaxDelay})
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, cost := range costs {
-					scale := 1.0
-					if scales != nil {
-						scale = scales[i]
-					}
-					want := l.AllowScaledAt("k", time.Now(), cost, scale)
-					got, err := s.AllowScaled(t.Context(), "k", cost, scale)
-					if err != nil {
-						t.Fatal(err)
-					}
-					sameDecision(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), got, want)
-					sameEffective(t, fmt.Sprintf("Test %d (cost %d, scale %v)", i, cost, scale), cfg, got, want)
-				}
+				f(t, newStore(t, c, cfg), l)
 			})
 		}
 	}
@@ -233,19 +242,28 @@ func TestCost(t *testing.T) {
 	}
 }
 
-// TestRefund: units given back can be taken again; a refund of a key that
-// holds nothing creates nothing.
+// TestRefund: units given back (each decision's, at its time) can be
+// taken again; a refund of a key that holds nothing creates nothing.
 func TestRefund(t *testing.T) {
 	_, c := start(t)
 	ctx := context.Background()
 	for _, algo := range algorithms {
 		t.Run(string(algo), func(t *testing.T) {
 			s := newStore(t, c, config(algo, hour))
+			at := time.Now()
+			s.clock = func() time.Time { return at } // a bucket refills meanwhile
+			var took []time.Time
 			for range hour.Count {
-				allow(t, s, "k", 1)
+				d, err := s.Decide(ctx, "k", 1, 1)
+				if err != nil || !d.Allowed {
+					t.Fatalf("Decide: %+v, %v", d, err)
+				}
+				took = append(took, d.At)
 			}
-			if err := s.Refund(ctx, "k", 3); err != nil {
-				t.Fatal(err)
+			for _, at := range took[:3] {
+				if err := s.Refund(ctx, "k", limiter.Taken{At: at, Cost: 1, Scale: 1}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for i := range 3 {
 				if d := allow(t, s, "k", 1); !d.Allowed {
@@ -255,7 +273,7 @@ func TestRefund(t *testing.T) {
 			if d := allow(t, s, "k", 1); d.Allowed {
 				t.Fatal("more allowed than refunded")
 			}
-			if err := s.Refund(ctx, "none", 1); err != nil {
+			if err := s.Refund(ctx, "none", limiter.Taken{At: time.Now(), Cost: 1, Scale: 1}); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := c.Exists(ctx, s.RedisKeys("none")...).Result(); err != nil || n != 0 {

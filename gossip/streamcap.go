@@ -59,8 +59,8 @@ const (
 	StreamReadTimeout = 5 * time.Second
 )
 
-// streamLimits are the bounds a streamWatch keeps (its tests make them
-// small).
+// streamLimits are the bounds a streamWatch keeps (TestInboundConn makes
+// them small).
 type streamLimits struct {
 	maxBytes    int64
 	maxStreams  int
@@ -114,6 +114,7 @@ type inboundConn struct {
 	release func()    // frees its place; called once
 
 	read    int64
+	seen    bool   // a read was made
 	head    []byte // its first bytes, until claimOf has decided
 	decided bool
 	closed  sync.Once
@@ -177,8 +178,11 @@ func (c *inboundConn) Read(p []byte) (int, error) {
 		p = p[:room]
 	}
 	n, err := c.Conn.Read(p)
-	if c.read == 0 && n == 0 && err == io.EOF {
-		c.hooks.empty(c.RemoteAddr().String())
+	if !c.seen {
+		c.seen = true
+		if n == 0 && err == io.EOF {
+			c.hooks.empty(c.RemoteAddr().String())
+		}
 	}
 	c.read += int64(n)
 	switch {

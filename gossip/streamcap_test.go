@@ -22,7 +22,8 @@ import (
 type streamMeter struct {
 	memberlist.NodeAwareTransport
 	streams chan net.Conn
-	most    atomic.Int64
+	most    atomic.Int64 // the most bytes read from one stream
+	ended   atomic.Int64 // streams closed
 }
 
 func newStreamMeter(inner memberlist.NodeAwareTransport) *streamMeter {
@@ -41,6 +42,11 @@ type meteredConn struct {
 	net.Conn
 	m    *streamMeter
 	read int64
+}
+
+func (c *meteredConn) Close() error {
+	c.m.ended.Add(1)
+	return c.Conn.Close()
 }
 
 func (c *meteredConn) Read(p []byte) (int, error) {
@@ -87,8 +93,19 @@ func pushPullBytes(t *testing.T, n int) int64 {
 		}
 		return true
 	})
-	// fastTune pushes and pulls every 500 ms: wait for each node's.
-	time.Sleep(1500 * time.Millisecond)
+	// Every push/pull from now on carries the whole list (fastTune
+	// pushes and pulls every 500 ms): wait for n streams.
+	ended := func() (sum int64) {
+		for _, m := range meters {
+			sum += m.ended.Load()
+		}
+		return sum
+	}
+	for _, m := range meters {
+		m.most.Store(0)
+	}
+	from := ended()
+	waitFor(t, 10*time.Second, "push/pulls of the whole list", func() bool { return ended()-from >= int64(n) })
 	var most int64
 	for _, m := range meters {
 		most = max(most, m.most.Load())
@@ -112,6 +129,9 @@ func TestStreamBudgetFitsPushPull(t *testing.T) {
 		small, large, per, fixed, MaxStreamMembers, need, MaxStreamBytes)
 	if per > pushStateBytes {
 		t.Errorf("a member takes %d bytes of a push/pull, pushStateBytes says at most %d", per, pushStateBytes)
+	}
+	if bound := fixed + MaxStreamMembers*pushStateBytes; 2*bound > MaxStreamBytes {
+		t.Errorf("%d members at pushStateBytes take %d bytes, MaxStreamBytes %d is less than twice that", MaxStreamMembers, bound, MaxStreamBytes)
 	}
 	if 2*need > MaxStreamBytes {
 		t.Errorf("a push/pull of %d members takes %d bytes, MaxStreamBytes %d is less than twice that", MaxStreamMembers, need, MaxStreamBytes)

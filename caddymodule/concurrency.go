@@ -176,7 +176,7 @@ func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFli
 			n = limiter.ScaledCount(int64(ru.MaxConcurrent), f.scale)
 		}
 	}
-	fallback := ru.store != nil && ru.store.leases != nil
+	fallback := ru.store != nil && ru.store.leases != nil // past admitLease, the local fallback decides
 	if fallback {
 		if out, handled := ru.admitLease(q, f, n, slots, hdr); handled {
 			return out, n

@@ -5,7 +5,9 @@ package caddymodule
 // keys in a limiter.Blocks, one per rule name in the registry (so blocks
 // survive a reload that keeps the rule), shared with the cluster's other
 // nodes through the gossip reports; a rule with store redis has them in
-// Redis, read and started by the decision's script.
+// Redis, read and started by the decision's script, and keeps in a
+// limiter.Blocks those its on_store_error local fallback starts while
+// Redis is away, enforced here until they end.
 
 import (
 	"math"
@@ -71,12 +73,12 @@ type blockConfig struct {
 var blockNames = map[uint64]string{}
 
 // blocksFor returns the blocked keys of rule (acquired already), or nil if
-// it has no block_for, or its blocks live in Redis, or it is in shadow
-// (blocks no one). The registry keeps them by name: a reload that keeps
+// it has no block_for, or it is in shadow (blocks no one); with store
+// redis, the blocks its local fallback started. The registry keeps them by name: a reload that keeps
 // block_for and block_reset keeps them; one that changes them starts anew
 // with the blocks running carried over.
 func (rs *rules) blocksFor(r ruleconfig.Rule, clustered bool) (*limiter.Blocks, error) {
-	if len(r.BlockFor) == 0 || r.Store == ruleconfig.StoreRedis || r.Shadow {
+	if len(r.BlockFor) == 0 || r.Shadow {
 		return nil, nil
 	}
 	cfg := blockConfig{durations: r.BlockDurations(), reset: time.Duration(r.BlockReset), maxKeys: r.MaxKeys}
@@ -139,7 +141,8 @@ func (ru *rule) blockedWait(a *App, f facts, now, until time.Time) time.Duration
 // the key's next block starts (a new one is logged, emitted, published to
 // the cluster, and pins the key's counters), and the denial's RetryAfter
 // is at least the block's rest. With store redis the decision's script
-// did it; offend reports true if the key was refused by a block in force
+// did it (or, when the local fallback decided, the rule's own blocks
+// do); offend reports true if the key was refused by a block in force
 // there, rather than denied by the limits.
 func (h *Handler) offend(ru *rule, q *request, f facts, v *verdict) (blocked bool) {
 	if b := v.block; b.Blocked() {
@@ -150,7 +153,7 @@ func (h *Handler) offend(ru *rule, q *request, f facts, v *verdict) (blocked boo
 		h.blockStarted(ru, q, f.key, b.Until, int(b.Offences))
 		return false
 	}
-	if ru.abuse.blocks == nil || !ru.fleetOver(h.app, f, q.now) {
+	if ru.abuse.blocks == nil || (ru.store != nil && v.from != fromLocal) || !ru.fleetOver(h.app, f, q.now) {
 		return false
 	}
 	until, offences, isNew := ru.abuse.blocks.OffendAt(f.key, q.now)

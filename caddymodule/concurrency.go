@@ -27,8 +27,15 @@ const concurrentSuffix = "#concurrent"
 // concurrency is a rule's max_concurrent state, process-wide by rule name.
 type concurrency struct {
 	inFlight *limiter.InFlight
-	refused  atomic.Uint64 // requests refused at N
-	full     atomic.Uint64 // requests refused: the table of keys full
+	unleased *limiter.InFlight // store redis: those the local fallback admitted (concurrency_store.go)
+	refused  atomic.Uint64     // requests refused at N
+	full     atomic.Uint64     // requests refused: the table of keys full
+}
+
+// newConcurrency returns a rule's max_concurrent state with nothing in
+// flight, bounded to maxKeys keys (0: the default).
+func newConcurrency(maxKeys int) *concurrency {
+	return &concurrency{inFlight: limiter.NewInFlight(maxKeys), unleased: limiter.NewInFlight(maxKeys)}
 }
 
 // concurrencyFor returns the max_concurrent state of rule name, made on
@@ -39,9 +46,10 @@ func (rs *rules) concurrencyFor(name string, maxKeys int) *concurrency {
 	defer rs.mu.Unlock()
 	s := rs.byName[name]
 	if s.conc == nil {
-		s.conc = &concurrency{inFlight: limiter.NewInFlight(maxKeys)}
+		s.conc = newConcurrency(maxKeys)
 	} else {
 		s.conc.inFlight.SetMaxKeys(maxKeys)
+		s.conc.unleased.SetMaxKeys(maxKeys)
 	}
 	return s.conc
 }
@@ -168,7 +176,8 @@ func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFli
 			n = limiter.ScaledCount(int64(ru.MaxConcurrent), f.scale)
 		}
 	}
-	if ru.store != nil && ru.store.leases != nil {
+	fallback := ru.store != nil && ru.store.leases != nil // past admitLease, the local fallback decides
+	if fallback {
 		if out, handled := ru.admitLease(q, f, n, slots, hdr); handled {
 			return out, n
 		}
@@ -206,6 +215,9 @@ func (ru *rule) admit(a *App, q *request, hdr http.Header, f facts, slots *inFli
 		sh.Track(c.hash, f.key, uint32(min(n, math.MaxUint32)))
 	}
 	slots.add(slot)
+	if fallback {
+		c.holdUncapped(c.unleased, f.key, slots)
+	}
 	ru.setConcurrentHeaders(hdr, n, capSlots-inFlight)
 	return concAdmitted, n
 }

@@ -4,14 +4,25 @@ package caddymodule
 // (redisstore.Leases), renewed while it runs, so N holds for every node
 // sharing the Redis, and a crashed node's leases free themselves after
 // lease_timeout.
+//
+// While Redis is away the on_store_error local fallback counts the key's
+// requests in flight on this node (the rule's limiter.InFlight) against
+// its share of N: so every request of the rule holds a place there, a
+// leased one too (uncapped: Redis decided it), and the fallback counts
+// the leases this node holds. A request the fallback admitted holds no
+// lease, also once Redis answers again: it holds a place in the rule's
+// unleased count, and a lease is taken against N less the key's
+// unleased requests, so that they count until they end.
 
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"time"
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/limiter"
 	"github.com/edgebyte/edgelimit/redisstore"
 )
 
@@ -61,9 +72,10 @@ func (u *redisUse) closeLeases() {
 // Redis failed and on_store_error local applies: the in-process count
 // decides, at this node's share of n.
 func (ru *rule) admitLease(q *request, f facts, n int64, slots *inFlightSlots, hdr http.Header) (out admitOutcome, handled bool) {
-	st := ru.store
+	st, c := ru.store, ru.conc
+	unleased := c.unleased.InFlightOf(f.key)
 	ctx, cancel := context.WithTimeout(q.r.Context(), st.timeout)
-	lease, inFlight, err := st.leases.AcquireMax(ctx, f.key, n)
+	lease, inFlight, err := st.leases.AcquireMax(ctx, f.key, n-unleased)
 	cancel()
 	switch {
 	case err == nil && lease == nil:
@@ -75,7 +87,8 @@ func (ru *rule) admitLease(q *request, f facts, n int64, slots *inFlightSlots, h
 	case err == nil:
 		st.ok()
 		slots.leases = append(slots.leases, heldLease{lease, st})
-		ru.setConcurrentHeaders(hdr, n, n-inFlight)
+		c.holdUncapped(c.inFlight, f.key, slots)
+		ru.setConcurrentHeaders(hdr, n, n-inFlight-unleased)
 		return concAdmitted, true
 	case q.r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		return concClientGone, true
@@ -89,6 +102,15 @@ func (ru *rule) admitLease(q *request, f facts, n int64, slots *inFlightSlots, h
 		return concUnavailable, true
 	}
 	return 0, false
+}
+
+// holdUncapped takes a place of key in counts for the request, whatever
+// the key holds already (the decision was made elsewhere), kept in
+// slots; with the table of keys full, none.
+func (c *concurrency) holdUncapped(counts *limiter.InFlight, key string, slots *inFlightSlots) {
+	if slot, ok, _ := counts.AcquireScaled(key, math.MaxInt64); ok {
+		slots.add(slot)
+	}
 }
 
 // storeInFlight is key's leases in force in Redis, the whole fleet's (0

@@ -12,7 +12,6 @@ import (
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/internal/redistest"
-	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // concurrentHandler is testHandler with each rule's max_concurrent
@@ -22,7 +21,7 @@ func concurrentHandler(tb testing.TB, rules ...ruleconfig.Rule) *Handler {
 	h := testHandler(tb, testApp(), rules...)
 	for _, r := range h.rules {
 		if r.MaxConcurrent > 0 {
-			r.setConcurrency(&concurrency{inFlight: limiter.NewInFlight(0)})
+			r.setConcurrency(newConcurrency(0))
 		}
 	}
 	return h
@@ -240,7 +239,7 @@ func TestMaxConcurrentRedisTiers(t *testing.T) {
 	rule.TierBy = "header X-Plan"
 	rule.Store = ruleconfig.StoreRedis
 	h := redisHandler(t, srv, rule)
-	h.rules[0].setConcurrency(&concurrency{inFlight: limiter.NewInFlight(0)})
+	h.rules[0].setConcurrency(newConcurrency(0))
 	x := &holding{entered: make(chan struct{}, 16), release: make(chan struct{})}
 	hold := func(user, plan string, n int) (held int) {
 		codes := make(chan int, n)

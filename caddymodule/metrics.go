@@ -93,6 +93,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	describeAbuse(ch) // metrics_abuse.go
 	ch <- descInFlight
 	ch <- descConcurrentRefused
+	ch <- descUnleased
 	decisionSeconds.Describe(ch)
 }
 

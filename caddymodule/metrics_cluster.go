@@ -13,7 +13,7 @@ var (
 		"Bytes of cluster messages (reports, resets) this node sent or received, before memberlist's framing and encryption; by direction: sent, received.",
 		"direction")
 	descGossipDropped = newDesc("caddy_rate_limit_gossip_dropped_total",
-		"Packets, connections and cluster messages this node received on its gossip port and dropped, by reason: label (without the cluster's label), decrypt (not sent with a key of the cluster), decode, empty (a connection closed before its first byte), version, type, truncated, too_large, trailing (malformed), overflow (arriving faster than handled), other.",
+		"Packets, connections and cluster messages this node received on its gossip port and dropped, by reason: label (without the cluster's label), decrypt (not sent with a key of the cluster), decode, empty (a connection closed before its first byte), stream_oversized (a connection that claims or sends more than 256 KiB), stream_excess (a connection past 32 open at once), stream_timeout (a connection that has not sent its message in 5 s), version, type, truncated, too_large, trailing (malformed), overflow (arriving faster than handled), other.",
 		"reason")
 )
 

@@ -1,10 +1,19 @@
 package caddymodule
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+)
 
 // descInFlight is the gauge of a max_concurrent rule's requests in flight.
 var descInFlight = prometheus.NewDesc("caddy_rate_limit_in_flight",
 	"Requests in flight under a rule's max_concurrent, all keys, on this node.", []string{"rule"}, nil)
+
+// descUnleased is the gauge of a max_concurrent rule's requests in
+// flight that its store redis fallback admitted.
+var descUnleased = prometheus.NewDesc("caddy_rate_limit_store_unleased_in_flight",
+	"Requests in flight under a rule's max_concurrent with store redis that the on_store_error local fallback admitted while Redis was away, on this node: they hold no lease, and count against N (Redis's leases of their key are taken against N less them) until they end.", []string{"rule"}, nil)
 
 // descConcurrentRefused counts a max_concurrent rule's refusals.
 var descConcurrentRefused = prometheus.NewDesc("caddy_rate_limit_concurrent_refused_total",
@@ -17,6 +26,9 @@ func collectConcurrency(ch chan<- prometheus.Metric, e ruleEntry) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(c.inFlight.Total()), e.name)
+	if e.rule.Store == ruleconfig.StoreRedis {
+		ch <- prometheus.MustNewConstMetric(descUnleased, prometheus.GaugeValue, float64(c.unleased.Total()), e.name)
+	}
 	ch <- prometheus.MustNewConstMetric(descConcurrentRefused, prometheus.CounterValue, float64(c.refused.Load()), e.name, "at_limit")
 	ch <- prometheus.MustNewConstMetric(descConcurrentRefused, prometheus.CounterValue, float64(c.full.Load()), e.name, "table_full")
 }

@@ -145,6 +145,20 @@
 // its lines otherwise would pass them as they are, uncounted
 // (TestJunkOnGossipPort would fail).
 //
+// memberlist reads what a stream claims (an encrypted message's length,
+// up to 20 MiB) before it can tell whether the sender holds the key, and
+// serves every stream at once: 30 connections that claimed 20 MiB took a
+// node from 58 MiB to 931 MiB. So each stream received is bounded
+// (streamcap.go): one that claims or sends more than MaxStreamBytes (256
+// KiB, twice a push/pull of 256 members) is closed ("stream_oversized"),
+// one that arrives while MaxInboundStreams (32) are open is closed at
+// once ("stream_excess"), and one that has not sent its message within
+// StreamReadTimeout (5 s) is closed ("stream_timeout"). 1,000 such
+// connections at once add 2 MiB to a node; 1,000 that send what the
+// bound lets through, 14 MiB (TestGossipHostileStreams). A neighbour that
+// keeps 32 streams open delays members' push/pulls and resets, not
+// failure detection, which is UDP.
+//
 // # Not guaranteed
 //
 // Delivery of reports (UDP, no retry), their order, or that every node

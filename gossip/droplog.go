@@ -16,7 +16,9 @@ import (
 // which classifies each line (classifyLine), counts those that tell of a
 // drop by reason, and passes the lines of a class through a sampler.
 // Streams that end before their first byte are told apart
-// (streamwatch.go).
+// (streamwatch.go); streams the stream limits drop are counted as they
+// are dropped (streamcap.go), and memberlist's line of the read they
+// failed is only sampled.
 
 // logInterval is how often at most a line of one class is logged.
 const logInterval = time.Second
@@ -110,6 +112,10 @@ func classifyLine(line string) lineClass {
 		}
 	}
 	msg = strings.TrimPrefix(msg, "memberlist: ")
+	if strings.Contains(msg, streamDroppedText) {
+		// a read the stream limits failed: counted as they dropped it
+		return lineClass{class: classStream}
+	}
 	for _, d := range dropLines {
 		if strings.HasPrefix(msg, d.prefix) {
 			if d.class == "receive" {

@@ -304,7 +304,7 @@ func TestJunkOnGossipPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc.Write(append(append([]byte(nil), label...), 10, 0xff, 0xff, 0xff, 0xff)) // encryptMsg, 4 GiB
+	tc.Write(append(append([]byte(nil), label...), 10, 0xff, 0xff, 0xff, 0xff)) // encryptMsg, 4 GiB: over MaxStreamBytes
 	tc.Close()
 	const empty = 5
 	for range empty {
@@ -315,7 +315,7 @@ func TestJunkOnGossipPort(t *testing.T) {
 		tc.Close()
 	}
 
-	want := map[string]uint64{"label": packets/2 + conns/2, "decrypt": packets / 2, "truncated": 1, "too_large": 1, "empty": empty}
+	want := map[string]uint64{"label": packets/2 + conns/2, "decrypt": packets / 2, "truncated": 1, dropOversized: 1, "empty": empty}
 	var got map[string]uint64
 	waitFor(t, 5*time.Second, "every piece of junk counted", func() bool {
 		got = c.Stats().Dropped
@@ -330,9 +330,9 @@ func TestJunkOnGossipPort(t *testing.T) {
 	})
 	// the labelled streams fail decryption, or are too large or cut short
 	// by what their random bytes say
-	streamed := got["decrypt"] + got["too_large"] + got["truncated"] - want["decrypt"] - want["too_large"] - want["truncated"]
-	if got["label"] != want["label"] || got["decrypt"] < want["decrypt"] || streamed != conns/2 || got["truncated"] < 1 || got["too_large"] < 1 || got["empty"] != empty {
-		t.Errorf("dropped %v, want label %d, decrypt %d, truncated and too_large 1 each, empty %d, and %d labelled streams among decrypt, too_large and truncated",
+	streamed := got["decrypt"] + got[dropOversized] + got["truncated"] - want["decrypt"] - want[dropOversized] - want["truncated"]
+	if got["label"] != want["label"] || got["decrypt"] < want["decrypt"] || streamed != conns/2 || got["truncated"] < 1 || got[dropOversized] < 1 || got["empty"] != empty {
+		t.Errorf("dropped %v, want label %d, decrypt %d, truncated and stream_oversized 1 each, empty %d, and %d labelled streams among decrypt, stream_oversized and truncated",
 			got, want["label"], want["decrypt"], empty, conns/2)
 	}
 	lines := out.lines()

@@ -10,11 +10,16 @@ import (
 // label ("label"), that fail decryption ("decrypt", so sent without the
 // key), that it cannot decode ("decode"), cut short ("truncated") or over
 // its size limits ("too_large"), and streams that end before their first
-// byte ("empty": port scans, and a member under load giving up); this
+// byte ("empty": port scans, and a member under load giving up); the
+// stream limits drop streams that claim or send more than MaxStreamBytes
+// ("stream_oversized"), arrive past MaxInboundStreams open
+// ("stream_excess") or send slower than StreamReadTimeout allows
+// ("stream_timeout"); this
 // package drops messages it cannot decode (the reasons of Reason) and
 // those that arrive faster than the callbacks take them ("overflow",
 // memberlist's queue too).
-var dropReasons = [...]string{"label", "decrypt", "decode", "empty", "version", "type", "truncated", "too_large", "trailing", "overflow", "other"}
+var dropReasons = [...]string{"label", "decrypt", "decode", "empty", dropOversized, dropExcess, dropTimeout,
+	"version", "type", "truncated", "too_large", "trailing", "overflow", "other"}
 
 // inboxSize bounds the decoded messages waiting for the callbacks.
 const inboxSize = 1024
@@ -33,6 +38,13 @@ func (c *Cluster) drop(reason string) {
 		i = len(dropReasons) - 1
 	}
 	c.dropped[i].Add(1)
+}
+
+// streamDropped counts a stream the stream limits dropped, and logs it,
+// sampled by reason.
+func (c *Cluster) streamDropped(e *streamDropped, addr string) {
+	c.drop(e.reason)
+	c.droplog.sampled(e.reason, fmt.Sprintf("[WARN] %v from=%s", e, addr))
 }
 
 // reject drops a message that failed to decode, and logs it, sampled

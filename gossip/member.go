@@ -45,7 +45,10 @@ type Stats struct {
 	// Dropped counts packets, streams and messages received and dropped,
 	// by reason: memberlist's "label" (not the cluster's label),
 	// "decrypt" (not sent with a key of the cluster), "decode" and
-	// "empty" (a stream that ended before its first byte); the
+	// "empty" (a stream that ended before its first byte);
+	// "stream_oversized", "stream_excess" and "stream_timeout" (a stream
+	// over MaxStreamBytes, past MaxInboundStreams at once, or slower
+	// than StreamReadTimeout, see streamcap.go); the
 	// decoding reasons of Reason ("version", "type", "truncated",
 	// "too_large", "trailing"), memberlist's too; "overflow" when
 	// memberlist's queue or the callbacks fall behind; "other".
@@ -192,7 +195,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 	mc.Delegate = delegate{c}
 	mc.Events = events{c}
 	mc.Logger = mlLogger
-	watch := newStreamWatch(nt, c.droplog.emptyStream)
+	watch := newStreamWatch(nt, defaultStreamLimits, streamHooks{empty: c.droplog.emptyStream, dropped: c.streamDropped})
 	var tr memberlist.NodeAwareTransport = watch
 	if cfg.WrapTransport != nil {
 		tr = cfg.WrapTransport(tr)

@@ -1,41 +1,49 @@
 package gossip
 
 import (
-	"io"
+	"fmt"
 	"net"
 	"sync"
 
 	"github.com/hashicorp/memberlist"
 )
 
-// memberlist logs a stream that ends before its first byte as it logs a
-// stream of junk, one without the label. Such streams are not junk
-// alone: a port scan makes them, and so does a member under load, whose
-// TCP ping (memberlist's fallback when UDP pings go unanswered) gives up
-// when its deadline has passed by the time it is connected. So that they
-// are counted apart ("empty"), streamWatch hands memberlist every stream
-// in a watchedConn, which tells the dropLog the sender's address when the
-// first read finds the stream over; the dropLog then counts memberlist's
-// line for that address as "empty".
+// streamWatch hands memberlist every stream it receives in an
+// inboundConn (streamcap.go), which bounds what the stream may make
+// memberlist read, and refuses a stream past limits.maxStreams at once.
+// It also tells streams that end before their first byte apart:
+// memberlist logs such a stream as it logs a stream of junk, one without
+// the label. Such streams are not junk alone: a port scan makes them, and
+// so does a member under load, whose TCP ping (memberlist's fallback when
+// UDP pings go unanswered) gives up when its deadline has passed by the
+// time it is connected. So that they are counted apart ("empty"), the
+// inboundConn tells the dropLog the sender's address when the first read
+// finds the stream over; the dropLog then counts memberlist's line for
+// that address as "empty".
 
 // streamWatch wraps the transport: its StreamCh gives the wrapped
-// transport's streams, each in a watchedConn.
+// transport's streams, each in an inboundConn, while fewer than
+// limits.maxStreams are open.
 type streamWatch struct {
 	memberlist.NodeAwareTransport
 
 	streams  chan net.Conn
-	onEmpty  func(addr string)
+	limits   streamLimits
+	hooks    streamHooks
+	open     chan struct{} // a token for each stream open
 	stopping chan struct{} // closed as Shutdown starts
 	done     chan struct{} // closed once the wrapped transport has stopped
 	stopOnce sync.Once
 	doneOnce sync.Once
 }
 
-func newStreamWatch(inner memberlist.NodeAwareTransport, onEmpty func(addr string)) *streamWatch {
+func newStreamWatch(inner memberlist.NodeAwareTransport, limits streamLimits, hooks streamHooks) *streamWatch {
 	w := &streamWatch{
 		NodeAwareTransport: inner,
 		streams:            make(chan net.Conn),
-		onEmpty:            onEmpty,
+		limits:             limits,
+		hooks:              hooks,
+		open:               make(chan struct{}, limits.maxStreams),
 		stopping:           make(chan struct{}),
 		done:               make(chan struct{}),
 	}
@@ -55,9 +63,17 @@ func (w *streamWatch) forward() {
 			return
 		case c := <-in:
 			select {
-			case w.streams <- &watchedConn{Conn: c, onEmpty: w.onEmpty}:
-			case <-w.stopping:
+			case w.open <- struct{}{}:
+			default:
+				w.hooks.dropped(&streamDropped{reason: dropExcess, detail: fmt.Sprintf("%d streams open", w.limits.maxStreams)}, c.RemoteAddr().String())
 				_ = c.Close()
+				continue
+			}
+			ic := newInboundConn(c, w.limits, w.hooks, func() { <-w.open })
+			select {
+			case w.streams <- ic:
+			case <-w.stopping:
+				_ = ic.Close()
 			}
 		}
 	}
@@ -72,26 +88,6 @@ func (w *streamWatch) Shutdown() error {
 	err := w.NodeAwareTransport.Shutdown()
 	w.doneOnce.Do(func() { close(w.done) })
 	return err
-}
-
-// watchedConn is a stream that calls onEmpty with the sender's address if
-// its first read finds it over. memberlist reads a stream from one
-// goroutine.
-type watchedConn struct {
-	net.Conn
-	onEmpty func(addr string)
-	read    bool
-}
-
-func (c *watchedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if !c.read {
-		c.read = true
-		if n == 0 && err == io.EOF {
-			c.onEmpty(c.RemoteAddr().String())
-		}
-	}
-	return n, err
 }
 
 var _ memberlist.NodeAwareTransport = (*streamWatch)(nil)

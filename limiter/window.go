@@ -26,11 +26,11 @@ func fixedWindow(s *step, a, b uint64, now, cur, w, n, cost int64) {
 	*s = step{ok: true, a: uint64(cur), b: uint64(count), quota: newQuota(n, w, n-count, end, end)}
 }
 
-// refundFixedWindow gives back cost units taken in the window that holds
-// now (the decision's time), if the key is still in it: units of a window
-// already past are gone anyway.
-func refundFixedWindow(a, b uint64, now, w, cost int64) (uint64, uint64) {
-	if int64(a) != alignDown(now, w) { // a window past, or one the key has moved on to
+// refundFixedWindow gives back cost units taken in the window that starts
+// at cur (the one holding the decision's time), if the key is still in
+// it: units of a window already past are gone anyway.
+func refundFixedWindow(a, b uint64, cur, cost int64) (uint64, uint64) {
+	if int64(a) != cur { // a window past, or one the key has moved on to
 		return a, b
 	}
 	return a, b - min(b, uint64(cost))

@@ -97,7 +97,7 @@ func TestRulesFileErrors(t *testing.T) {
 		{"rate_limit:\n  - limit: 5 1m\nrate_limit:\n  - limit: 6 1m\n", "rate_limit given twice, at r.yaml:3"},
 		{"rules:\n  - limit: 5 1m\n", `unknown field "rules": the file holds a rate_limit: list of rules, at r.yaml:1`},
 		{"rate_limit:\n  - limit: 5 1m\n    colour: red\n", `unknown field "colour", at r.yaml:3`},
-		{"rate_limit:\n  - path: /a\n    limit: 100\n    window: 1x\n", `limit window "1x": not a duration (such as 500ms, 1m or 1d), at r.yaml:3`},
+		{"rate_limit:\n  - path: /a\n    limit: 100\n    window: 1x\n", `limit window "1x": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at r.yaml:3`},
 		{"rate_limit:\n  - path: /a\n    limit: 100\n", "limit 100: give its window, as window: 1m, or write limit: \"100 1m\", at r.yaml:3"},
 		{"rate_limit:\n  - limit: 0 1m\n", "limit 0: the count must be a whole number from 1 to 4294967295, at r.yaml:2"},
 		{"rate_limit:\n  - limit: 5 1m\n    window: 1m\n", "window goes with a whole-number limit (limit: 100, window: 1m), at r.yaml:3"},

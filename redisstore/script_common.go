@@ -24,7 +24,10 @@ package redisstore
 // limiter's), 5 clock (µs; 0: Redis's TIME, tests only set it), 6 burst
 // capacity in front of a window algorithm (0: none), 7 leaky bucket max
 // delay (µs), 8 block reset (µs), 9 the number of block durations nb,
-// then nb durations (µs), then per limit: count, window (µs), capacity
+// then nb durations (µs), then the number of calendar limits np and, per
+// calendar limit, its index and four instants (µs) around the caller's
+// clock: the previous period's start, the current one's start and end,
+// the next one's end; then per limit: count, window (µs), capacity
 // (token bucket) or queue depth (leaky bucket).
 //
 // The reply to "a", "p" and "k" is one decision per request, {allowed,
@@ -57,7 +60,13 @@ local breset = tonumber(ARGV[8])
 local nb = tonumber(ARGV[9])
 local BD = {}
 for j = 1, nb do BD[j] = tonumber(ARGV[9 + j]) end
-local base = 9 + nb
+local np = tonumber(ARGV[10 + nb])
+local P = {}
+for j = 1, np do
+  local o = 10 + nb + 5 * (j - 1)
+  P[tonumber(ARGV[o + 1])] = {tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])}
+end
+local base = 10 + nb + 5 * np
 local L = (#ARGV - base) / 3
 local N, W, C = {}, {}, {}
 local longest, bi = 0, 1
@@ -88,6 +97,16 @@ local function cdiv(a, b)
   return q
 end
 local function align(t, w) return idiv(t, w) * w end
+-- win is the start and length of limit i's fixed window at now: the
+-- epoch-aligned window of its length, or a calendar limit's period (the
+-- caller's periods around its clock, whichever holds Redis's now).
+local function win(i)
+  local p = P[i]
+  if not p then return align(now, W[i]), W[i] end
+  if now < p[2] then return p[1], p[2] - p[1] end
+  if now >= p[3] then return p[3], p[4] - p[3] end
+  return p[2], p[3] - p[2]
+end
 
 -- State of every limit: fields a<i>, b<i>, c<i>; the burst bucket ba, bb.
 -- load reads it (again, after a coalesced request was admitted).

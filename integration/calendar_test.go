@@ -172,6 +172,7 @@ func TestCalendarFailValidate(t *testing.T) {
 			`{"handler":"rate_limit","rules":[{"name":"r",` + rule + `}]},{"handler":"static_response","body":"ok"}]}]}}}}}`
 	}
 	yaml := filepath.Join(dir, "rules.yaml")
+	rulesFile := ":8080 {\n\trate_limit {\n\t\trules_file " + yaml + "\n\t}\n}\n"
 	for _, c := range []struct{ name, adapter, config, rules, want string }{
 		{"limit 5 fortnight", "caddyfile", site("\t\tlimit 5 fortnight\n"), "",
 			`limit window "fortnight": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at CONFIG:4`},
@@ -185,9 +186,9 @@ func TestCalendarFailValidate(t *testing.T) {
 			`limit 5: unknown calendar period "fortnight" (want day, week, month or year)`},
 		{"Mars/Base in JSON", "json", json(`"limits":[{"count":5,"period":"day"}],"timezone":"Mars/Base"`), "",
 			`timezone "Mars/Base": not an IANA time zone name`},
-		{"fortnight in YAML", "caddyfile", site("\t\trules_file " + yaml + "\n"), "rate_limit:\n  - path: /a\n    limit: 5\n    window: fortnight\n",
+		{"fortnight in YAML", "caddyfile", rulesFile, "rate_limit:\n  - path: /a\n    limit: 5\n    window: fortnight\n",
 			`limit window "fortnight": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at RULES:3`},
-		{"Mars/Base in YAML", "caddyfile", site("\t\trules_file " + yaml + "\n"), "rate_limit:\n  - path: /a\n    limit: 5 day\n    timezone: Mars/Base\n",
+		{"Mars/Base in YAML", "caddyfile", rulesFile, "rate_limit:\n  - path: /a\n    limit: 5 day\n    timezone: Mars/Base\n",
 			`timezone "Mars/Base": not an IANA time zone name (such as UTC, Europe/Berlin or America/New_York), at RULES:4`},
 	} {
 		file := filepath.Join(dir, strings.ReplaceAll(strings.ReplaceAll(c.name, " ", "_"), "/", "_")+"."+c.adapter)

@@ -305,3 +305,39 @@ func TestCalendarValidate(t *testing.T) {
 		t.Errorf("default algorithm without one: %s", a)
 	}
 }
+
+// A hot key under a calendar day against the same under 1d: the period is
+// computed once a day per limit (calendar.at), not per decision.
+func BenchmarkHotKeyCalendar(b *testing.B) {
+	berlin := zone(b, "Europe/Berlin")
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"1d", Config{Algorithm: FixedWindow, Limits: []Limit{{1e9, Day.Span()}}}},
+		{"day", Config{Limits: []Limit{{1e9, Day.Span()}}, Periods: []Period{Day}}},
+		{"day_Berlin", Config{Limits: []Limit{{1e9, Day.Span()}}, Periods: []Period{Day}, Location: berlin}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			l := mustNew(b, tc.cfg)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if !l.AllowAt("hot", base.Add(time.Duration(i)), 1).Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
+// PeriodAt's cost: what a decision pays at a period's first request.
+func BenchmarkPeriodAt(b *testing.B) {
+	berlin := zone(b, "Europe/Berlin")
+	for _, p := range Periods {
+		b.Run(string(p), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				PeriodAt(p, berlin, base.Add(time.Duration(i)*time.Hour))
+			}
+		})
+	}
+}

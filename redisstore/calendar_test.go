@@ -91,7 +91,7 @@ func TestCalendarMatchesLimiter(t *testing.T) {
 func TestCalendarSkew(t *testing.T) {
 	cfg := Config{Limits: []limiter.Limit{{Count: 1, Window: limiter.Day.Span()}}, Periods: []limiter.Period{limiter.Day}}
 	store := time.Date(2026, 3, 10, 23, 59, 59, 0, time.UTC)
-	args := cfg.withPeriods(cfg.args(1), store)
+	args := newPeriods(cfg).withPeriods(cfg.args(1), store)
 	day := int64(24 * time.Hour / time.Microsecond)
 	mid := time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC).UnixMicro()
 	want := []any{int64(0), limiter.DefaultMaxDelay.Microseconds(), DefaultBlockReset.Microseconds(), 0,

@@ -122,13 +122,20 @@ func Subdirectives() []string {
 	return names
 }
 
-// Inherit fills in what s does not set from the defaults.
+// Inherit fills in what s does not set from the defaults. A timezone
+// given at the top is the block's calendar: a rule without a calendar
+// limit does not take it (where its own would be an error).
 func (s *Spec) Inherit(defaults *Spec) {
+	ownTimezone := s.Has("timezone")
 	for sub, copyField := range inheritedFields {
 		if !s.Has(sub) && defaults.Has(sub) {
 			copyField(&s.Rule, &defaults.Rule)
 			s.Set[sub] = defaults.Set[sub]
 		}
+	}
+	if !ownTimezone && !s.Rule.HasCalendar() {
+		s.Rule.Timezone = ""
+		delete(s.Set, "timezone")
 	}
 }
 

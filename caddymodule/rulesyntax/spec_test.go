@@ -355,6 +355,32 @@ func TestTopOfBlock(t *testing.T) {
 	if err, want := rule.Finish(), `rule "a": max_delay applies to leaky_bucket only, not token_bucket, at Testfile:4`; err == nil || err.Error() != want {
 		t.Errorf("inherited max_delay: got error %v, want %q", err, want)
 	}
+
+	// the top's timezone goes to the rules with a calendar limit only
+	top, err = readTop("rate_limit {\n limit 10000 day\n timezone Europe/Berlin\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ block, want string }{
+		{"rule a {\n limit 5 1m\n}", `{"name":"a","limits":[{"count":5,"window":60000000000}]}`},
+		{"rule b {\n limit 5 1m\n limit 100 month\n}", `{"name":"b","limits":[{"count":5,"window":60000000000},{"count":100,"period":"month"}],"timezone":"Europe/Berlin"}`},
+		{"rule c {\n by user_id\n}", `{"name":"c","limits":[{"count":10000,"period":"day"}],"timezone":"Europe/Berlin","by":["user_id"]}`},
+		{"rule d {\n limit 5 week\n timezone UTC\n}", `{"name":"d","limits":[{"count":5,"period":"week"}],"timezone":"UTC"}`},
+	} {
+		d := caddyfile.NewTestDispenser(tc.block)
+		d.Next()
+		rule, err := rulesyntax.ParseRuleBlock(d, testChecks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule.Inherit(top)
+		if err := rule.Finish(); err != nil {
+			t.Errorf("%s: %v", tc.block, err)
+		}
+		if got := ruleJSON(t, rule); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.block, got, tc.want)
+		}
+	}
 }
 
 // TestBlockRepeats checks the block reader alone: a block's name

@@ -232,30 +232,6 @@ func caddyValidate(dir, file, adapter string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
-// calendarClusterCaddyfile: a daily quota of 100 per API key for a cluster,
-// with blocks.
-const calendarClusterCaddyfile = `{
-	{{.Global}}
-	rate_limit {
-		cluster {
-			bind {$EDGELIMIT_GOSSIP_BIND}
-			join {$EDGELIMIT_GOSSIP_JOIN}
-			node_name {$EDGELIMIT_NODE}
-			sync_interval 100ms
-		}
-	}
-}
-http://127.0.0.1:{{.HTTP}} {
-	rate_limit {
-		name daily
-		limit 100 day
-		by header X-Api-Key
-		block_for 1m
-	}
-	respond "ok"
-}
-`
-
 // TestCalendarCluster: a calendar limit with scope cluster (the default in
 // a cluster) holds for the cluster: a key sent to two nodes in turn gets
 // about its 100 a day in all (as with limit 100 1d), not 100 on each, and
@@ -264,7 +240,9 @@ http://127.0.0.1:{{.HTTP}} {
 func TestCalendarCluster(t *testing.T) {
 	needCaddy(t)
 	t.Parallel()
-	nodes := startNodes(t, 2, caddyOf(t, calendarClusterCaddyfile))
+	// clusterBlocksCaddyfile (rule api, block_for 1m) with a daily quota
+	config := strings.Replace(clusterBlocksCaddyfile, "limit 300 1m", "limit 100 day", 1)
+	nodes := startNodes(t, 2, caddyOf(t, config))
 	key := []string{"X-Api-Key", "k"}
 	admitted := 0
 	for i := range 300 {
@@ -290,6 +268,6 @@ func TestCalendarCluster(t *testing.T) {
 		wantDayDenial(t, func() (int, map[string][]string) {
 			code, h, _ := p.get(t, "/x", key...)
 			return code, h
-		}, time.UTC, "daily", 100)
+		}, time.UTC, "api", 100)
 	}
 }

@@ -304,12 +304,9 @@ func (a *App) logRule(rule ruleconfig.Rule, lim, from *limiter.Limiter) {
 	}
 	limits := make([]string, len(rule.Limits))
 	for i, l := range rule.Limits {
-		limits[i] = fmt.Sprintf("%d/%s", l.Count, ruleconfig.WindowText(time.Duration(l.Window)))
+		limits[i] = fmt.Sprintf("%d/%s", l.Count, l.Text())
 	}
-	algorithm := rule.Algorithm
-	if algorithm == "" {
-		algorithm = string(limiter.SlidingWindow)
-	}
+	algorithm := rule.AlgorithmInForce()
 	by := rule.By
 	if len(by) == 0 {
 		by = []string{"ip"}

@@ -96,7 +96,7 @@ func (a *App) sharedRules() []gossip.Rule {
 		lim := p.lim
 		r := gossip.Rule{
 			Name:   p.name,
-			Window: time.Duration(p.rule.Limits[0].Window),
+			Window: p.rule.Limits[0].Span(), // a calendar period's: its rate is Count per span
 			Demand: func(key string) uint64 {
 				d, _ := lim.TakeDemand(key)
 				return d

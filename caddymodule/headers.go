@@ -20,7 +20,7 @@ func policyNames(name string, limits []ruleconfig.Limit) []string {
 	}
 	names := make([]string, len(limits))
 	for i, l := range limits {
-		names[i] = name + "-" + ruleconfig.WindowText(time.Duration(l.Window))
+		names[i] = name + "-" + l.Text()
 	}
 	return names
 }
@@ -38,11 +38,12 @@ func sfString(s string) string {
 }
 
 // policyHeader is the RateLimit-Policy value of a rule at scale 1:
-// `"api";q=100;w=60` items, one per limit.
+// `"api";q=100;w=60` items, one per limit (a calendar limit's w being its
+// span; setHeaders shows the period in force instead, see policyOf).
 func policyHeader(names []string, limits []ruleconfig.Limit) string {
 	var b []byte
 	for i, l := range limits {
-		b = appendItem(b, names[i], "q", l.Count, "w", ceilSeconds(time.Duration(l.Window)))
+		b = appendItem(b, names[i], "q", l.Count, "w", ceilSeconds(l.Span()))
 	}
 	return string(b)
 }
@@ -90,7 +91,7 @@ func (r *rule) setHeaders(h http.Header, d *limiter.Decision) {
 			b = appendItem(b, r.policies[i], "r", q.Remaining, "t", ceilSeconds(q.Effective))
 		}
 		policy := r.policy
-		if r.scaled(d) {
+		if r.calendar || r.scaled(d) {
 			policy = r.scaledPolicy(d)
 		}
 		addHeaders(h, string(b), policy)
@@ -140,7 +141,11 @@ func (r *rule) scaled(d *limiter.Decision) bool {
 	return false
 }
 
-// scaledPolicy is RateLimit-Policy with the limits d was decided under.
+// scaledPolicy is RateLimit-Policy with the limits d was decided under,
+// in the windows it was decided in: a calendar limit's w is the length of
+// the period in force (86400 for a day, 82800 or 90000 on a day the clocks
+// change; 28 to 31 days for a month), as its t and Retry-After run to
+// that period's end.
 func (r *rule) scaledPolicy(d *limiter.Decision) string {
 	var buf [160]byte
 	b := buf[:0]

@@ -96,26 +96,13 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 			{at: 3 * s, cost: 1, rateLimit: `"api-1s";r=1;t=1, "api-1m";r=0;t=57`, retryAfter: "57", reset: "57"},
 		},
 	}} {
-		tc.rule.Name, tc.rule.Headers = "api", ruleconfig.HeadersBoth
-		ru, err := newRule(tc.rule)
-		if err != nil {
-			t.Fatalf("Test %d: %v", i, err)
-		}
-		if ru.lim, err = limiter.New(ru.LimiterConfig()); err != nil {
-			t.Fatalf("Test %d: %v", i, err)
-		}
+		ru := headersRule(t, i, tc.rule)
 		for j, st := range tc.steps {
 			scale := st.scale
 			if scale == 0 {
 				scale = 1
 			}
-			d, _ := ru.decide(nil, "k", base.Add(st.at), st.cost, scale)
-			h := http.Header{}
-			ru.setHeaders(h, &d)
-			retry := ""
-			if !d.Allowed {
-				retry = strconv.FormatInt(max(1, ceilSeconds(denialWait(&d, st.cost))), 10)
-			}
+			h, retry := decideHeaders(ru, base.Add(st.at), st.cost, scale)
 			if got := h.Get("RateLimit"); got != st.rateLimit {
 				t.Errorf("Test %d (%s) step %d: RateLimit %q, want %q", i, tc.name, j, got, st.rateLimit)
 			}
@@ -127,6 +114,107 @@ func TestHeadersEffectiveWindow(t *testing.T) {
 			}
 			if got := h.Get("X-RateLimit-Reset"); got != st.reset {
 				t.Errorf("Test %d (%s) step %d: X-RateLimit-Reset %q, want %q", i, tc.name, j, got, st.reset)
+			}
+		}
+	}
+}
+
+// headersRule is test i's rule r, named api with both headers, checked
+// and provisioned with its limiter.
+func headersRule(t *testing.T, i int, r ruleconfig.Rule) *rule {
+	t.Helper()
+	r.Name, r.Headers = "api", ruleconfig.HeadersBoth
+	if err := r.CheckFields(); err != nil {
+		t.Fatalf("Test %d: %v", i, err)
+	}
+	ru, err := newRule(r)
+	if err != nil {
+		t.Fatalf("Test %d: %v", i, err)
+	}
+	if ru.lim, err = limiter.New(ru.LimiterConfig()); err != nil {
+		t.Fatalf("Test %d: %v", i, err)
+	}
+	return ru
+}
+
+// decideHeaders decides a request of cost on key "k" of ru at now, and
+// returns the headers it sets and its Retry-After ("" when allowed).
+func decideHeaders(ru *rule, now time.Time, cost int64, scale float64) (http.Header, string) {
+	d, _ := ru.decide(nil, "k", now, cost, scale)
+	h := http.Header{}
+	ru.setHeaders(h, &d)
+	retry := ""
+	if !d.Allowed {
+		retry = strconv.FormatInt(max(1, ceilSeconds(denialWait(&d, cost))), 10)
+	}
+	return h, retry
+}
+
+// TestHeadersCalendar pins the headers of calendar limits on a fake clock
+// at their rollovers: t, Retry-After and X-RateLimit-Reset run to the
+// period's end, and RateLimit-Policy's w is the length of the period in
+// force: 86400 for a day, 82800 and 90000 on the days Berlin's clocks
+// change, 2505600 (29 days) for February 2028.
+func TestHeadersCalendar(t *testing.T) {
+	type hstep struct {
+		at                                   string // RFC 3339
+		cost                                 int64
+		rateLimit, policy, retryAfter, reset string
+	}
+	for i, tc := range []struct {
+		name  string
+		rule  ruleconfig.Rule
+		steps []hstep
+	}{{
+		name: "limit 2 day, UTC",
+		rule: ruleconfig.Rule{Limits: []ruleconfig.Limit{{Count: 2, Period: "day"}}},
+		steps: []hstep{
+			{"2026-03-10T23:59:00Z", 2, `"api";r=0;t=60`, `"api";q=2;w=86400`, "", "60"},
+			{"2026-03-10T23:59:59.5Z", 1, `"api";r=0;t=1`, `"api";q=2;w=86400`, "1", "1"},
+			{"2026-03-11T00:00:00Z", 1, `"api";r=1;t=86400`, `"api";q=2;w=86400`, "", "86400"},
+		},
+	}, {
+		name: "limit 1 day, Europe/Berlin: the days of 23 and 25 hours",
+		rule: ruleconfig.Rule{Limits: []ruleconfig.Limit{{Count: 1, Period: "day"}}, Timezone: "Europe/Berlin"},
+		steps: []hstep{
+			{"2026-03-28T23:59:59+01:00", 1, `"api";r=0;t=1`, `"api";q=1;w=86400`, "", "1"},
+			{"2026-03-29T00:00:00+01:00", 1, `"api";r=0;t=82800`, `"api";q=1;w=82800`, "", "82800"},
+			{"2026-03-29T12:00:00+02:00", 1, `"api";r=0;t=43200`, `"api";q=1;w=82800`, "43200", "43200"},
+			{"2026-10-25T00:00:00+02:00", 1, `"api";r=0;t=90000`, `"api";q=1;w=90000`, "", "90000"},
+			{"2026-10-25T23:00:00+01:00", 1, `"api";r=0;t=3600`, `"api";q=1;w=90000`, "3600", "3600"},
+		},
+	}, {
+		name: "limit 10 1m + limit 3 month: February 2028, then March",
+		rule: ruleconfig.Rule{Limits: []ruleconfig.Limit{{Count: 10, Window: caddy.Duration(time.Minute)}, {Count: 3, Period: "month"}}},
+		steps: []hstep{
+			{"2028-02-29T23:59:30Z", 3, `"api-1m";r=7;t=30, "api-month";r=0;t=30`, `"api-1m";q=10;w=60, "api-month";q=3;w=2505600`, "", "30"},
+			{"2028-02-29T23:59:45Z", 1, `"api-1m";r=7;t=15, "api-month";r=0;t=15`, `"api-1m";q=10;w=60, "api-month";q=3;w=2505600`, "15", "15"},
+			{"2028-03-01T00:00:00Z", 1, `"api-1m";r=9;t=60, "api-month";r=2;t=2678400`, `"api-1m";q=10;w=60, "api-month";q=3;w=2678400`, "", "2678400"},
+		},
+	}, {
+		name: "limit 2 week: Monday 00:00",
+		rule: ruleconfig.Rule{Limits: []ruleconfig.Limit{{Count: 2, Period: "week"}}, Headers: ruleconfig.HeadersBoth},
+		steps: []hstep{
+			{"2026-03-15T23:00:00Z", 2, `"api";r=0;t=3600`, `"api";q=2;w=604800`, "", "3600"},
+			{"2026-03-16T00:00:00Z", 1, `"api";r=1;t=604800`, `"api";q=2;w=604800`, "", "604800"},
+		},
+	}} {
+		ru := headersRule(t, i, tc.rule)
+		for j, st := range tc.steps {
+			now, err := time.Parse(time.RFC3339Nano, st.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, retry := decideHeaders(ru, now, st.cost, 1)
+			for _, c := range []struct{ name, got, want string }{
+				{"RateLimit", h.Get("RateLimit"), st.rateLimit},
+				{"RateLimit-Policy", h.Get("RateLimit-Policy"), st.policy},
+				{"Retry-After", retry, st.retryAfter},
+				{"X-RateLimit-Reset", h.Get("X-RateLimit-Reset"), st.reset},
+			} {
+				if c.got != c.want {
+					t.Errorf("Test %d (%s) step %d: %s %q, want %q", i, tc.name, j, c.name, c.got, c.want)
+				}
 			}
 		}
 	}

@@ -103,7 +103,7 @@ func (h *Handler) refuseBlocked(w http.ResponseWriter, q *request, f facts, ru *
 	var d limiter.Decision
 	d.Len = len(ru.Limits)
 	for i, l := range ru.Limits {
-		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, f.scale), Window: time.Duration(l.Window), Reset: rest, Effective: rest}
+		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, f.scale), Window: l.Span(), Reset: rest, Effective: rest}
 	}
 	ru.setHeaders(w.Header(), &d)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))

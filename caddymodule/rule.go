@@ -27,6 +27,7 @@ type rule struct {
 	legacy   bool   // headers: legacy or both
 	policies []string
 	policy   string // RateLimit-Policy at scale 1
+	calendar bool   // a limit is a calendar period: RateLimit-Policy shows the period in force
 	geo      geo.Multipliers
 	hasGeo   bool // geo_multiplier is set
 
@@ -95,6 +96,7 @@ func newRule(cfg ruleconfig.Rule) (*rule, error) {
 	}
 	r.policies = policyNames(r.Name, r.Limits)
 	r.policy = policyHeader(r.policies, r.Limits)
+	r.calendar = r.HasCalendar()
 	return r, nil
 }
 

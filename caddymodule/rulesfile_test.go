@@ -67,12 +67,22 @@ func TestRulesFileEveryField(t *testing.T) {
     cost: "{http.request.header.X-Cost}"
     by: static everyone
     scope: cluster
+  - name: daily
+    limit: 1000
+    window: day
+    timezone: Europe/Berlin
+  - name: quotas
+    limit: ["10 1m", "300 month"]
+    tiers: {pro: [100/1m, 3000/month]}
+    tier_by: header X-Plan
 `), "rules.yaml", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `[{"name":"everything","match":[{"path":["/a/*","/b"]}],"limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],"algorithm":"token_bucket","burst":5,"by":["header X-API-Key","ip/24"],"on_missing_key":"ip","cost":"2","shadow":true,"scope":"node","exempt":["10.0.0.0/8","192.0.2.1"],"headers":"both","retry_jitter":0.2,"max_keys":5000,"problem_json":true},` +
-		`{"name":"leaky","limits":[{"count":10,"window":1000000000}],"algorithm":"leaky_bucket","max_delay":500000000,"by":["static everyone"],"cost":"{http.request.header.X-Cost}","scope":"cluster"}]`
+		`{"name":"leaky","limits":[{"count":10,"window":1000000000}],"algorithm":"leaky_bucket","max_delay":500000000,"by":["static everyone"],"cost":"{http.request.header.X-Cost}","scope":"cluster"},` +
+		`{"name":"daily","limits":[{"count":1000,"period":"day"}],"timezone":"Europe/Berlin"},` +
+		`{"name":"quotas","limits":[{"count":10,"window":60000000000},{"count":300,"period":"month"}],"tiers":{"pro":["100/1m","3000/month"]},"tier_by":"header X-Plan"}]`
 	if got := rulesJSON(t, rules); got != want {
 		t.Errorf("rules:\n got %s\nwant %s", got, want)
 	}
@@ -97,7 +107,7 @@ func TestRulesFileErrors(t *testing.T) {
 		{"rate_limit:\n  - limit: 5 1m\nrate_limit:\n  - limit: 6 1m\n", "rate_limit given twice, at r.yaml:3"},
 		{"rules:\n  - limit: 5 1m\n", `unknown field "rules": the file holds a rate_limit: list of rules, at r.yaml:1`},
 		{"rate_limit:\n  - limit: 5 1m\n    colour: red\n", `unknown field "colour", at r.yaml:3`},
-		{"rate_limit:\n  - path: /a\n    limit: 100\n    window: 1x\n", `limit window "1x": not a duration (such as 500ms, 1m or 1d), at r.yaml:3`},
+		{"rate_limit:\n  - path: /a\n    limit: 100\n    window: 1x\n", `limit window "1x": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at r.yaml:3`},
 		{"rate_limit:\n  - path: /a\n    limit: 100\n", "limit 100: give its window, as window: 1m, or write limit: \"100 1m\", at r.yaml:3"},
 		{"rate_limit:\n  - limit: 0 1m\n", "limit 0: the count must be a whole number from 1 to 4294967295, at r.yaml:2"},
 		{"rate_limit:\n  - limit: 5 1m\n    window: 1m\n", "window goes with a whole-number limit (limit: 100, window: 1m), at r.yaml:3"},

@@ -119,6 +119,8 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		Limits:        cfg.Limits,
 		Burst:         cfg.Burst,
 		MaxDelay:      cfg.MaxDelay,
+		Periods:       cfg.Periods,
+		Location:      cfg.Location,
 		KeyPrefix:     u.settings.Prefix + redisstore.Escape(r.Name) + ":",
 		ProbeInterval: u.settings.Probe,
 		Coalesce:      u.settings.Coalesce,

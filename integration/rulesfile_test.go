@@ -135,7 +135,7 @@ func TestRulesFileLoadErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ name, yaml, want string }{
 		{"unknown field", "rate_limit:\n  - path: /a\n    limit: 5\n    window: 1m\n    colour: red\n", `unknown field "colour", at RULES:5`},
-		{"bad window", "rate_limit:\n  - path: /a\n    limit: 5\n    window: soon\n", `limit window "soon": not a duration (such as 500ms, 1m or 1d), at RULES:3`},
+		{"bad window", "rate_limit:\n  - path: /a\n    limit: 5\n    window: soon\n", `limit window "soon": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at RULES:3`},
 		{"bad yaml", "rate_limit:\n  - path: /a\n\t limit: 5\n", "RULES: yaml: line 2: found a tab character that violates indentation"},
 		{"missing", "", "rules_file: stat RULES: no such file or directory"},
 	} {

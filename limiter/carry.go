@@ -79,7 +79,7 @@ func carried(op, np *plan) (runs []wordRun, logs [][2]int) {
 		used := make([]bool, len(op.limits))
 		for _, nl := range np.limits {
 			for j, ol := range op.limits {
-				if used[j] || ol.w != nl.w {
+				if used[j] || ol.w != nl.w || !sameCalendar(ol.cal, nl.cal) {
 					continue
 				}
 				used[j] = true

@@ -113,7 +113,7 @@ func (p *plan) charge(words []uint64, logs []eventLog, now, cost int64, scale fl
 		a, b := &words[lp.word], &words[lp.word+1]
 		switch p.algo {
 		case FixedWindow:
-			cur := max(p.starts.at(i, now, lp.w), int64(*a))
+			cur := max(p.windowStart(i, now), int64(*a))
 			if int64(*a) != cur {
 				*b = 0
 			}

@@ -52,7 +52,8 @@ func (l Limit) String() string { return fmt.Sprintf("%d/%s", l.Count, l.Window) 
 // Config describes a rule's limits. The zero value of every field but
 // Limits is a usable default.
 type Config struct {
-	// Algorithm is how the limits are enforced. Default: SlidingWindow.
+	// Algorithm is how the limits are enforced. Default: SlidingWindow, or
+	// FixedWindow if a limit is a calendar period (Periods).
 	Algorithm Algorithm
 	// Limits are enforced together: a request passes only if every limit
 	// has room for it. At least one, at most MaxLimits.
@@ -77,6 +78,14 @@ type Config struct {
 	// a TokenBucket holds at least min(capacity, MinShareDepth) units, and
 	// no request takes the lock-free path. Default: off.
 	Shares bool
+	// Periods, if set, holds one entry per limit of Limits: the calendar
+	// period whose windows the limit counts in (calendar.go), or "" for
+	// the epoch-aligned windows of its Window. A calendar limit's Window
+	// is its period's Span, and its algorithm FixedWindow. Default: none,
+	// every limit a duration.
+	Periods []Period
+	// Location is the time zone of the calendar periods. Default: UTC.
+	Location *time.Location
 }
 
 // Validate reports the first problem with c, in words fit for a config
@@ -119,12 +128,12 @@ func (c Config) Validate() error {
 	if c.MaxKeys < 0 {
 		return fmt.Errorf("max_keys %d: must not be negative", c.MaxKeys)
 	}
-	return nil
+	return c.validateCalendar()
 }
 
 func (c Config) algorithm() Algorithm {
 	if c.Algorithm == "" {
-		return SlidingWindow
+		return DefaultAlgorithm(c.Periods)
 	}
 	return c.Algorithm
 }

@@ -11,7 +11,10 @@
 //     windows start at its first unit (keyWindow, window.go).
 //   - FixedWindow: one counter per window, windows aligned to the Unix epoch
 //     so that every node of a cluster agrees on where they start. Exact per
-//     window; a client can pass 2N across a window edge.
+//     window; a client can pass 2N across a window edge. A calendar limit
+//     (Config.Periods: day, week, month, year in Config.Location) is a
+//     fixed window whose start and length are the period's (calendar.go),
+//     and a rule with one takes this algorithm only.
 //   - SlidingLog: the timestamps of admitted units, grown on demand up to N.
 //     Exact, and the most expensive.
 //   - TokenBucket: GCRA, one timestamp per key, kept to a fraction of a

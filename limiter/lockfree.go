@@ -105,7 +105,7 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas
 	c := s.table.cw
 	var cur int64 // the window's start, for the window algorithms
 	if p.algo == SlidingWindow || p.algo == FixedWindow {
-		cur = p.starts.at(0, now, lp.w)
+		cur = p.windowStart(0, now)
 	}
 	for range fastTries {
 		i, ok := v.find(h)
@@ -209,7 +209,8 @@ func fastStep(st *step, p *plan, lp *limitPlan, other, x uint64, now, cur, cost 
 	case LeakyBucket:
 		lp.ub.leaky(st, x, now, lp.w, lp.n, cost)
 	case FixedWindow:
-		fixedWindow(st, other, x, now, cur, lp.w, lp.n, cost)
+		_, w := p.window(0, now) // a calendar period's own length
+		fixedWindow(st, other, x, now, cur, w, lp.n, cost)
 	case SlidingWindow:
 		slidingWindow(st, other, x, now, cur, lp.w, lp.n, cost)
 	}

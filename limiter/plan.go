@@ -31,6 +31,7 @@ type limitPlan struct {
 	capacity int64      // TokenBucket: bucket size; LeakyBucket: queue depth
 	word     int        // first state word (or event log index, for SlidingLog)
 	ub       unitBucket // bucket algorithms, unscaled, in ns (fast.go)
+	cal      *calendar  // a calendar period's fixed window; nil: a duration's
 }
 
 func newPlan(cfg Config) (*plan, error) {
@@ -63,6 +64,9 @@ func newPlan(cfg Config) (*plan, error) {
 			p.logs++
 		}
 		lp.ub = newUnitBucket(p.algo, lp.n, lp.w, lp.capacity, p.maxDelay)
+		if i < len(cfg.Periods) && cfg.Periods[i] != "" {
+			lp.cal = newCalendar(cfg.Periods[i], cfg.Location)
+		}
 		p.limits = append(p.limits, lp)
 		p.longest = max(p.longest, lp.w)
 	}
@@ -262,7 +266,8 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 			slidingWindow(s, a, b, now, p.starts.at(i, now, lp.w), lp.w, n, cost)
 		}
 	case FixedWindow:
-		fixedWindow(s, words[lp.word], words[lp.word+1], now, p.starts.at(i, now, lp.w), lp.w, n, cost)
+		cur, w := p.fixedAt(i, words[lp.word], now)
+		fixedWindow(s, words[lp.word], words[lp.word+1], now, cur, w, n, cost)
 	case SlidingLog:
 		slidingLog(s, &logs[lp.word], now, lp.w, n, cost)
 	case TokenBucket:
@@ -342,10 +347,10 @@ func (p *plan) idle(words []uint64, logs []eventLog, now int64) bool {
 	if p.shareW != 0 && words[p.shareW] != 0 {
 		return false
 	}
-	for _, lp := range p.limits {
+	for i, lp := range p.limits {
 		switch p.algo {
 		case FixedWindow:
-			if int64(words[lp.word])+lp.w > now && words[lp.word+1] > 0 {
+			if words[lp.word+1] > 0 && int64(words[lp.word]) >= p.windowStart(i, now) {
 				return false
 			}
 		case SlidingWindow:

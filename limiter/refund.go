@@ -72,7 +72,7 @@ func (p *plan) refund(words []uint64, logs []eventLog, took, now, cost int64, sc
 	if scale <= 0 || math.IsNaN(scale) || cost <= 0 {
 		return
 	}
-	for _, lp := range p.limits {
+	for i, lp := range p.limits {
 		if p.algo == SlidingLog {
 			logs[lp.word].giveBack(took, now, lp.w, cost)
 			continue
@@ -82,7 +82,7 @@ func (p *plan) refund(words []uint64, logs []eventLog, took, now, cost int64, sc
 		case SlidingWindow:
 			*b = refundSlidingWindow(*a, *b, p.slidingTook(*a, took, lp.w), lp.w, cost)
 		case FixedWindow:
-			*b = refundFixedWindow(*a, *b, took, lp.w, cost)
+			*b = refundFixedWindow(*a, *b, p.windowStart(i, took), cost)
 		case TokenBucket, LeakyBucket:
 			*a, *b = refundBucket(*a, *b, took, now, lp.w, scaled(lp.n, scale), cost)
 		}
@@ -94,9 +94,10 @@ func (p *plan) refund(words []uint64, logs []eventLog, took, now, cost int64, sc
 }
 
 // refundFixedWindow is the count b of a fixed window starting at a, cost
-// units taken at took given back: only if took falls in that window.
-func refundFixedWindow(a, b uint64, took, w, cost int64) uint64 {
-	if int64(a) != alignDown(took, w) { // a window past, or one the key has moved on to
+// units taken in the window starting at took (the one that held the
+// decision's time: plan.windowStart) given back: only if that is a.
+func refundFixedWindow(a, b uint64, took, cost int64) uint64 {
+	if int64(a) != took { // a window past, or one the key has moved on to
 		return b
 	}
 	return b - min(b, uint64(cost))

@@ -67,6 +67,13 @@ type Config struct {
 	// BlockReset is how long a key's offence count is remembered after
 	// its last block ended (block_reset). Default: DefaultBlockReset.
 	BlockReset time.Duration
+	// Periods and Location are limiter.Config's: the calendar period of
+	// each limit ("" for a duration) and their time zone. A calendar
+	// period's boundaries are computed by the Store, on its clock, and
+	// given to the script with the periods on either side: the script
+	// counts in the one that holds Redis's clock. Default: none; UTC.
+	Periods  []limiter.Period
+	Location *time.Location
 	// Counters, if set, is where the Store counts its decisions (see
 	// Store.Stats); several Stores may share one. Default: the Store's own.
 	Counters *Counters
@@ -75,7 +82,7 @@ type Config struct {
 // Validate reports the first problem with c, in words fit for a config
 // error.
 func (c Config) Validate() error {
-	lc := limiter.Config{Algorithm: c.Algorithm, Limits: c.Limits, Burst: c.Burst, MaxDelay: c.MaxDelay}
+	lc := limiter.Config{Algorithm: c.Algorithm, Limits: c.Limits, Burst: c.Burst, MaxDelay: c.MaxDelay, Periods: c.Periods, Location: c.Location}
 	if err := lc.Validate(); err != nil {
 		return err
 	}
@@ -104,7 +111,7 @@ func (c Config) Validate() error {
 // algorithm is c.Algorithm with its default.
 func (c Config) algorithm() limiter.Algorithm {
 	if c.Algorithm == "" {
-		return limiter.SlidingWindow
+		return limiter.DefaultAlgorithm(c.Periods)
 	}
 	return c.Algorithm
 }
@@ -119,8 +126,9 @@ func (c Config) blockReset() time.Duration {
 
 // args are the script's ARGV after op, cost, requests, scaled and clock:
 // burst, max delay (µs), block reset (µs), the number of block durations
-// and each (µs), and count, window (µs), capacity per limit, every count
-// and capacity at scale (limiter.ScaledCount: rounded down, at least 1).
+// and each (µs), 0 calendar limits (withPeriods puts them in, per call),
+// and count, window (µs), capacity per limit, every count and capacity at
+// scale (limiter.ScaledCount: rounded down, at least 1).
 func (c Config) args(scale float64) []any {
 	algo := c.algorithm()
 	shortest := 0
@@ -147,6 +155,7 @@ func (c Config) args(scale float64) []any {
 	for _, d := range c.BlockFor {
 		args = append(args, d.Microseconds())
 	}
+	args = append(args, 0)
 	for i, l := range c.Limits {
 		capacity := l.Count
 		switch {

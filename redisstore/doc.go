@@ -21,7 +21,10 @@
 // non-deterministic, the script's effects (its writes), not the script,
 // must be what replicas and the AOF get: the default since Redis 5 and
 // the only mode since 7; on 3.2–4 the script asks for it with
-// redis.replicate_commands(). Windows must be whole microseconds. Lua
+// redis.replicate_commands(). A calendar limit's periods, which Lua
+// cannot compute, come from the Store with each call: the ones around its
+// clock, of which the script takes the one holding TIME (calendar.go).
+// Windows must be whole microseconds. Lua
 // numbers are doubles: products such as count × window (µs) are exact up
 // to 2^53 (2.5 million per hour, 100,000 per day), and compared to within a
 // relative 1e-16 beyond.

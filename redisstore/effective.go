@@ -29,7 +29,7 @@ func (s *Store) effective(d *limiter.Decision, scale float64) {
 			unit = time.Duration(int64(q.Window) / q.Limit)
 		}
 		eff := q.Reset
-		switch s.cfg.Algorithm {
+		switch s.cfg.algorithm() {
 		case limiter.TokenBucket:
 			capacity := q.Limit
 			if i == shortest && s.cfg.Burst > 0 {
@@ -52,7 +52,7 @@ func (s *Store) effective(d *limiter.Decision, scale float64) {
 				// later of the two is never earlier than the limiter's
 				eff = max(eff, unit)
 			}
-			if s.cfg.Algorithm != limiter.FixedWindow && !d.Allowed && q.Remaining == 0 {
+			if s.cfg.algorithm() != limiter.FixedWindow && !d.Allowed && q.Remaining == 0 {
 				eff = min(eff, d.RetryAfter)
 			}
 		}

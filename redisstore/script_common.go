@@ -25,7 +25,10 @@ package redisstore
 // limiter's), 5 clock (µs; 0: Redis's TIME, tests only set it), 6 burst
 // capacity in front of a window algorithm (0: none), 7 leaky bucket max
 // delay (µs), 8 block reset (µs), 9 the number of block durations nb,
-// then nb durations (µs), then per limit: count, window (µs), capacity
+// then nb durations (µs), then the number of calendar limits np and, per
+// calendar limit, its index and four instants (µs) around the caller's
+// clock: the previous period's start, the current one's start and end,
+// the next one's end; then per limit: count, window (µs), capacity
 // (token bucket) or queue depth (leaky bucket).
 //
 // The reply to "a", "p" and "k" is one decision per request, {allowed,
@@ -59,7 +62,13 @@ local breset = tonumber(ARGV[8])
 local nb = tonumber(ARGV[9])
 local BD = {}
 for j = 1, nb do BD[j] = tonumber(ARGV[9 + j]) end
-local base = 9 + nb
+local np = tonumber(ARGV[10 + nb])
+local P = {}
+for j = 1, np do
+  local o = 10 + nb + 5 * (j - 1)
+  P[tonumber(ARGV[o + 1])] = {tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])}
+end
+local base = 10 + nb + 5 * np
 local L = (#ARGV - base) / 3
 local N, W, C = {}, {}, {}
 local longest, bi = 0, 1
@@ -90,6 +99,19 @@ local function cdiv(a, b)
   return q
 end
 local function align(t, w) return idiv(t, w) * w end
+-- win is the start and length of limit i's fixed window at t (default
+-- now): the epoch-aligned window of its length, or a calendar limit's
+-- period (the caller's periods around its clock, whichever holds t; a t
+-- before the earliest of them is in no window: -1).
+local function win(i, t)
+  t = t or now
+  local p = P[i]
+  if not p then return align(t, W[i]), W[i] end
+  if t < p[1] then return -1, W[i] end
+  if t < p[2] then return p[1], p[2] - p[1] end
+  if t >= p[3] then return p[3], p[4] - p[3] end
+  return p[2], p[3] - p[2]
+end
 
 -- State of every limit: fields a<i>, b<i>, c<i>; the burst bucket ba, bb.
 -- load reads it (again, after a coalesced request was admitted).

@@ -1,7 +1,8 @@
 package redisstore
 
-// luaFixedWindow counts units per window aligned to the Unix epoch, as
-// limiter's fixed_window. Per limit i: a<i> = the window's start (µs),
+// luaFixedWindow counts units per window aligned to the Unix epoch, or
+// per calendar period (win), as limiter's fixed_window. Per limit i:
+// a<i> = the window's start (µs),
 // b<i> = units taken in it. The key lives until the longest window ends.
 // Refund: units come back if the window they were taken in (the one that
 // held the decision's time) is still the key's; those of a window already
@@ -9,9 +10,9 @@ package redisstore
 const luaFixedWindow = `
 local function prepare() end
 local function step(i, c)
-  local n, w = N[i], W[i]
+  local n = N[i]
   local start, count = A[i], B[i]
-  local cur = align(now, w)
+  local cur, w = win(i)
   if cur < start then cur = start end -- time went backwards
   if cur ~= start then count = 0 end
   local e = cur + w - now
@@ -25,17 +26,18 @@ local function step(i, c)
 end
 local function commit(i, r)
   set('a' .. i, r.a); set('b' .. i, r.b)
-  return r.a + W[i] - now
+  local _, w = win(i)
+  return r.a + w - now
 end
 local function take(i, c)
   local start, count = A[i], B[i]
-  local cur = align(now, W[i])
+  local cur = win(i)
   if cur < start then cur = start end
   if cur ~= start then count = 0 end
   return {a = cur, b = count + c}
 end
 local function refund(i, c)
-  if A[i] > 0 and A[i] == align(took, W[i]) then set('b' .. i, max(B[i] - c, 0)) end
+  if A[i] > 0 and A[i] == win(i, took) then set('b' .. i, max(B[i] - c, 0)) end
 end
 `
 

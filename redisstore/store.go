@@ -46,6 +46,9 @@ type Store struct {
 	scaled  sync.Map     // scale → its arguments (argsAt)
 	scales  atomic.Int64 // scales tried into scaled
 	blocks  bool         // Config.BlockFor is set: the last Redis key is the block's
+	// periods are the calendar limits (Config.Periods), nil without: each
+	// call gives the script the periods around the Store's clock
+	periods *periods
 	// clock, if set, is the scripts' time instead of Redis's TIME: tests
 	// only, to step time exactly
 	clock func() time.Time
@@ -82,6 +85,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	for _, l := range cfg.Limits {
 		s.longest = max(s.longest, l.Window)
 	}
+	s.periods = newPeriods(cfg)
 	switch {
 	case cfg.ProbeInterval == 0:
 		s.breaker = NewBreaker(DefaultProbeInterval)
@@ -243,7 +247,7 @@ func (s *Store) read(rd *Decision, n []int64, scale float64) {
 	d.Delay = us(n[2])
 	d.Len = len(s.cfg.Limits)
 	for i, l := range s.cfg.Limits {
-		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, scale), Window: l.Window, Remaining: max(n[4+2*i], 0), Reset: us(n[5+2*i])}
+		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, scale), Window: s.window(i, n[3]), Remaining: max(n[4+2*i], 0), Reset: us(n[5+2*i])}
 	}
 	s.effective(d, scale)
 	if s.blocks {
@@ -288,6 +292,9 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 	rest, scaled := s.args, "0"
 	if scale != 1 {
 		rest, scaled = s.argsAt(scale), "1"
+	}
+	if s.periods != nil {
+		rest = s.periods.withPeriods(rest, s.clockNow())
 	}
 	args := make([]any, 0, 5+len(rest))
 	if op != "r" {

@@ -23,8 +23,9 @@ func init() {
 //
 //	rate_limit [<matcher>] {
 //	    name            <name>
-//	    limit           <count> <window>       # repeatable: all must pass
+//	    limit           <count> <window>       # repeatable: all must pass; window a duration or day|week|month|year
 //	    algorithm       sliding_window|fixed_window|sliding_log|token_bucket|leaky_bucket
+//	    timezone        <IANA name>            # calendar limits only: where their days begin; default UTC
 //	    burst           <count>
 //	    max_delay       <duration>             # leaky_bucket only
 //	    max_held        <count>                # leaky_bucket only: requests held at once

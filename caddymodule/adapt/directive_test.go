@@ -205,7 +205,7 @@ func TestParseCaddyfileErrors(t *testing.T) {
 		{"rate_limit extra {\n limit 10 1m\n}", `unexpected argument "extra": a matcher is *, /path or @name, and rules go in the block, at Testfile:1`},
 		{"rate_limit {\n limit 10\n}", "wrong argument count or unexpected line ending after '10', at Testfile:2"},
 		{"rate_limit {\n limit 10 1m 2\n}", "wrong argument count or unexpected line ending after '1m', at Testfile:2"},
-		{"rate_limit {\n limit 10 1x\n}", `limit window "1x": not a duration (such as 500ms, 1m or 1d), at Testfile:2`},
+		{"rate_limit {\n limit 10 1x\n}", `limit window "1x": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at Testfile:2`},
 		{"rate_limit {\n limit 10 -1m\n}", "limit window -1m: must not be negative, at Testfile:2"},
 		{"rate_limit {\n limit 0 1m\n}", "limit 0: the count must be a whole number from 1 to 4294967295, at Testfile:2"},
 		{"rate_limit {\n limit ten 1m\n}", "limit ten: the count must be a whole number"},

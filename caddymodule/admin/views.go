@@ -158,13 +158,17 @@ func describeRule(e caddymodule.RuleState) ruleView {
 	}
 	v.Evictions, v.EvictionsLimited = e.Limiter().EvictionCounts()
 	if v.Algorithm == "" {
-		v.Algorithm = string(limiter.SlidingWindow)
+		v.Algorithm = string(limiter.DefaultAlgorithm(cfg.Periods))
 	}
 	if v.MaxKeys == 0 {
 		v.MaxKeys = limiter.DefaultMaxKeys
 	}
-	for _, l := range cfg.Limits {
-		v.Limits = append(v.Limits, limitView{Count: l.Count, Window: ruleconfig.WindowText(l.Window), WindowSeconds: l.Window.Seconds()})
+	for i, l := range cfg.Limits {
+		window := ruleconfig.WindowText(l.Window)
+		if i < len(cfg.Periods) && cfg.Periods[i] != "" {
+			window = string(cfg.Periods[i]) // WindowSeconds: the period's span
+		}
+		v.Limits = append(v.Limits, limitView{Count: l.Count, Window: window, WindowSeconds: l.Window.Seconds()})
 	}
 	ruleInFlight(&v, e)
 	return v

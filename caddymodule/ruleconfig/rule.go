@@ -33,8 +33,16 @@ type Rule struct {
 	Limits []Limit `json:"limits,omitempty"`
 
 	// Algorithm is one of sliding_window, fixed_window, sliding_log,
-	// token_bucket, leaky_bucket. Default: sliding_window.
+	// token_bucket, leaky_bucket. Default: sliding_window, or fixed_window
+	// if a limit is a calendar period (the only algorithm such a rule
+	// takes).
 	Algorithm string `json:"algorithm,omitempty"`
+
+	// Timezone is the IANA time zone name ("Europe/Berlin") whose calendar
+	// the rule's calendar limits (Limit.Period) follow: where its days,
+	// weeks, months and years begin, its clock changes included. Only for
+	// a rule with a calendar limit. Default: UTC.
+	Timezone string `json:"timezone,omitempty"`
 
 	// Burst shapes the limit with the shortest window. Window algorithms: a
 	// token bucket of this capacity, refilled at that limit's rate, in front
@@ -222,12 +230,20 @@ type Rule struct {
 	LeaseTimeout caddy.Duration `json:"lease_timeout,omitempty"`
 }
 
-// Limit is one quota of a rule: Count units per Window.
+// Limit is one quota of a rule: Count units per Window, or per calendar
+// Period. Give one of Window and Period.
 type Limit struct {
 	// Count is how many units a key may take per window; at least 1.
 	Count int64 `json:"count"`
-	// Window is the length of the window: a Caddy duration ("1m", "1d").
-	Window caddy.Duration `json:"window"`
+	// Window is the length of the window: a Caddy duration ("1m", "1d"),
+	// windows aligned to the Unix epoch. Default: none (Period).
+	Window caddy.Duration `json:"window,omitempty"`
+	// Period is a calendar period instead of a Window: "day", "week"
+	// (from Monday), "month" or "year", in the rule's Timezone. A fixed
+	// window from the period's first instant to the next period's, as
+	// long as the period is (a day of 23 or 25 hours when the clocks
+	// change). Default: none (Window).
+	Period string `json:"period,omitempty"`
 }
 
 // The values of Rule.Headers and Rule.OnMissingKey.
@@ -284,7 +300,10 @@ func (r *Rule) LimiterConfig() limiter.Config {
 		MaxKeys:   r.MaxKeys,
 	}
 	for _, l := range r.Limits {
-		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: time.Duration(l.Window)})
+		cfg.Limits = append(cfg.Limits, limiter.Limit{Count: l.Count, Window: l.Span()})
+	}
+	if cfg.Periods = r.periods(); cfg.Periods != nil {
+		cfg.Location, _ = r.Location() // CheckCalendar reports a bad name; the limiter's default is UTC
 	}
 	if r.ConcurrentOnly() {
 		cfg.Limits = ConcurrentOnlyLimits // a limiter that never decides (see ConcurrentOnlyLimits)
@@ -300,6 +319,9 @@ func (r *Rule) CheckFields() error {
 	}
 	if strings.ContainsAny(r.Name, "\"\\") {
 		return fmt.Errorf("rule name %q: must not contain '\"' or '\\'", r.Name)
+	}
+	if err := r.CheckCalendar(); err != nil {
+		return err
 	}
 	if err := r.LimiterConfig().Validate(); err != nil {
 		return err
@@ -360,13 +382,14 @@ func (r *Rule) CheckMaxHeld() error {
 	return nil
 }
 
-// CheckWindows refuses two limits with one window: both would be shown
-// under one policy name, and the smaller alone is in force.
+// CheckWindows refuses two limits with one window (or one calendar
+// period): both would be shown under one policy name, and the smaller
+// alone is in force.
 func CheckWindows(limits []Limit) error {
 	for i, l := range limits {
 		for _, m := range limits[:i] {
-			if m.Window == l.Window {
-				return fmt.Errorf("limit %d %s and limit %d %s have the same window: keep the smaller", m.Count, time.Duration(m.Window), l.Count, time.Duration(l.Window))
+			if m.Window == l.Window && m.Period == l.Period {
+				return fmt.Errorf("limit %d %s and limit %d %s have the same window: keep the smaller", m.Count, m.windowString(), l.Count, l.windowString())
 			}
 		}
 	}
@@ -383,7 +406,7 @@ func (r *Rule) CheckCost(cost int64) error {
 	}
 	for _, l := range r.Limits {
 		if cost > l.Count {
-			return fmt.Errorf("cost %d is more than limit %d %s allows: every request would be denied", cost, l.Count, time.Duration(l.Window))
+			return fmt.Errorf("cost %d is more than limit %d %s allows: every request would be denied", cost, l.Count, l.windowString())
 		}
 	}
 	if r.Burst > 0 && cost > r.Burst && r.Algorithm != string(limiter.LeakyBucket) {

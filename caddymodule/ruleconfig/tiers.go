@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // ParseTiers compiles a rule's tiers into the factor each gives its
@@ -37,8 +39,8 @@ func ParseTiers(tiers map[string][]string, limits []Limit) (map[string]float64, 
 			if err != nil {
 				return nil, fmt.Errorf("tier %s: %v", name, err)
 			}
-			if window != time.Duration(limits[i].Window) {
-				return nil, fmt.Errorf("tier %s: %s: the window must be the rule's, %s", name, spec, WindowText(time.Duration(limits[i].Window)))
+			if window != limits[i].Span() || tierPeriod(spec) != limits[i].Period {
+				return nil, fmt.Errorf("tier %s: %s: the window must be the rule's, %s", name, spec, limits[i].Text())
 			}
 			f := float64(count) / float64(limits[i].Count)
 			if i > 0 && !sameFactor(f, factor) {
@@ -60,7 +62,17 @@ func sameFactor(a, b float64) bool {
 	return d < 1e-9*max(a, b) && -d < 1e-9*max(a, b)
 }
 
-// ParseTierLimit reads "1000/1m".
+// tierPeriod is the calendar period of a tier's "1000/day", else "".
+func tierPeriod(spec string) string {
+	_, w, _ := strings.Cut(spec, "/")
+	if _, err := limiter.ParsePeriod(w); err != nil {
+		return ""
+	}
+	return w
+}
+
+// ParseTierLimit reads "1000/1m", or "1000/day" for a calendar limit (its
+// window being the period's span).
 func ParseTierLimit(spec string) (int64, time.Duration, error) {
 	c, w, ok := strings.Cut(spec, "/")
 	if !ok {
@@ -70,9 +82,12 @@ func ParseTierLimit(spec string) (int64, time.Duration, error) {
 	if err != nil || count < 0 {
 		return 0, 0, fmt.Errorf("%q: the count must be a whole number ≥ 0 (0 blocks the tier)", spec)
 	}
+	if p, err := limiter.ParsePeriod(w); err == nil {
+		return count, p.Span(), nil
+	}
 	window, err := caddy.ParseDuration(w)
 	if err != nil || window <= 0 {
-		return 0, 0, fmt.Errorf("%q: the window must be a duration such as 1m", spec)
+		return 0, 0, fmt.Errorf("%q: the window must be a duration such as 1m, or a calendar period (day, week, month, year)", spec)
 	}
 	return count, window, nil
 }

@@ -84,6 +84,7 @@ var repeatableSubdirectives = Repeatable("limit", "by", "exempt", "match", "tier
 var inheritedFields = map[string]func(dst, src *ruleconfig.Rule){
 	"limit":           func(dst, src *ruleconfig.Rule) { dst.Limits = slices.Clone(src.Limits) },
 	"algorithm":       func(dst, src *ruleconfig.Rule) { dst.Algorithm = src.Algorithm },
+	"timezone":        func(dst, src *ruleconfig.Rule) { dst.Timezone = src.Timezone },
 	"burst":           func(dst, src *ruleconfig.Rule) { dst.Burst = src.Burst },
 	"max_delay":       func(dst, src *ruleconfig.Rule) { dst.MaxDelay = src.MaxDelay },
 	"max_held":        func(dst, src *ruleconfig.Rule) { dst.MaxHeld = src.MaxHeld },
@@ -121,13 +122,20 @@ func Subdirectives() []string {
 	return names
 }
 
-// Inherit fills in what s does not set from the defaults.
+// Inherit fills in what s does not set from the defaults. A timezone
+// given at the top is the block's calendar: a rule without a calendar
+// limit does not take it (where its own would be an error).
 func (s *Spec) Inherit(defaults *Spec) {
+	ownTimezone := s.Has("timezone")
 	for sub, copyField := range inheritedFields {
 		if !s.Has(sub) && defaults.Has(sub) {
 			copyField(&s.Rule, &defaults.Rule)
 			s.Set[sub] = defaults.Set[sub]
 		}
+	}
+	if !ownTimezone && !s.Rule.HasCalendar() {
+		s.Rule.Timezone = ""
+		delete(s.Set, "timezone")
 	}
 }
 
@@ -136,11 +144,10 @@ func (s *Spec) Inherit(defaults *Spec) {
 func (s *Spec) Finish() error {
 	r := &s.Rule
 	if r.MaxDelay != 0 && r.Algorithm != string(limiter.LeakyBucket) {
-		algo := r.Algorithm
-		if algo == "" {
-			algo = string(limiter.SlidingWindow)
-		}
-		return ErrAt(s.Set["max_delay"], "rule %q: max_delay applies to leaky_bucket only, not %s", r.Name, algo)
+		return ErrAt(s.Set["max_delay"], "rule %q: max_delay applies to leaky_bucket only, not %s", r.Name, r.AlgorithmInForce())
+	}
+	if err := s.finishCalendar(); err != nil {
+		return err
 	}
 	if len(r.Limits) == 0 && r.MaxConcurrent == 0 {
 		return ErrAt(s.Start, "rule %q has no limit: add `limit <count> <window>`", r.Name)
@@ -209,15 +216,21 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 		if err != nil || n < 1 || n > limiter.MaxCount {
 			return d.Errf("limit %s: the count must be a whole number from 1 to %d", count, int64(limiter.MaxCount))
 		}
-		w, err := DurationArg(d, "limit window", window)
+		l, err := limitWindow(d, window)
 		if err != nil {
 			return err
 		}
-		if w < limiter.MinWindow || w > limiter.MaxWindow {
-			return d.Errf("limit window %s: must be between %s and %s", window, limiter.MinWindow, limiter.MaxWindow)
-		}
-		r.Limits = append(r.Limits, ruleconfig.Limit{Count: n, Window: caddy.Duration(w)})
+		l.Count = n
+		r.Limits = append(r.Limits, l)
 		if err := ruleconfig.CheckWindows(r.Limits); err != nil {
+			return d.Errf("%v", err)
+		}
+
+	case "timezone":
+		if err := OneArg(d, &r.Timezone); err != nil {
+			return err
+		}
+		if _, err := ruleconfig.LoadTimezone(r.Timezone); err != nil {
 			return d.Errf("%v", err)
 		}
 

@@ -63,6 +63,11 @@ var accepted = []struct {
 	{"limit", " limit 20 1s\n limit 10000 1d", `{"name":"r","limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}]}`},
 	{"limit", " limit 4294967295 1ms", `{"name":"r","limits":[{"count":4294967295,"window":1000000}]}`},
 	{"limit", " limit 1 366d", `{"name":"r","limits":[{"count":1,"window":31622400000000000}]}`},
+	{"limit", " limit 3 day", `{"name":"r","limits":[{"count":3,"period":"day"}]}`},
+	{"limit", " limit 10 1m\n limit 100 week\n limit 300 month\n limit 1000 year\n limit 50 1d", `{"name":"r","limits":[{"count":10,"window":60000000000},{"count":100,"period":"week"},{"count":300,"period":"month"},{"count":1000,"period":"year"},{"count":50,"window":86400000000000}]}`},
+	{"timezone", " limit 3 day\n timezone Europe/Berlin", `{"name":"r","limits":[{"count":3,"period":"day"}],"timezone":"Europe/Berlin"}`},
+	{"timezone", " limit 3 month\n timezone UTC\n algorithm fixed_window", `{"name":"r","limits":[{"count":3,"period":"month"}],"algorithm":"fixed_window","timezone":"UTC"}`},
+	{"timezone", " limit 3 week\n timezone America/Argentina/Buenos_Aires", `{"name":"r","limits":[{"count":3,"period":"week"}],"timezone":"America/Argentina/Buenos_Aires"}`},
 	{"algorithm", " limit 10 1m\n algorithm sliding_window", `{"name":"r",` + lim + `,"algorithm":"sliding_window"}`},
 	{"algorithm", " limit 10 1m\n algorithm fixed_window", `{"name":"r",` + lim + `,"algorithm":"fixed_window"}`},
 	{"algorithm", " limit 10 1m\n algorithm sliding_log", `{"name":"r",` + lim + `,"algorithm":"sliding_log"}`},
@@ -118,11 +123,22 @@ var refused = []struct {
 	{"limit", " limit 0 1m", "limit 0: the count must be a whole number from 1 to 4294967295, at Testfile:2"},
 	{"limit", " limit 4294967296 1m", "limit 4294967296: the count must be a whole number from 1 to 4294967295, at Testfile:2"},
 	{"limit", " limit ten 1m", "limit ten: the count must be a whole number from 1 to 4294967295, at Testfile:2"},
-	{"limit", " limit 10 soon", `limit window "soon": not a duration (such as 500ms, 1m or 1d), at Testfile:2`},
+	{"limit", " limit 10 soon", `limit window "soon": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at Testfile:2`},
 	{"limit", " limit 10 -1m", "limit window -1m: must not be negative, at Testfile:2"},
 	{"limit", " limit 10 999us", "limit window 999us: must be between 1ms and 8784h0m0s, at Testfile:2"},
 	{"limit", " limit 10 367d", "limit window 367d: must be between 1ms and 8784h0m0s, at Testfile:2"},
 	{"limit", " limit 10 1m\n limit 20 60s", "limit 10 1m0s and limit 20 1m0s have the same window: keep the smaller, at Testfile:3"},
+	{"limit", " limit 5 fortnight", `limit window "fortnight": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at Testfile:2`},
+	{"limit", " limit 5 Day", `limit window "Day": not a duration (such as 500ms, 1m or 1d) or a calendar period (day, week, month or year), at Testfile:2`},
+	{"limit", " limit 5 day\n limit 9 day", "limit 5 day and limit 9 day have the same window: keep the smaller, at Testfile:3"},
+	{"limit", " limit 5 day\n algorithm sliding_window", `rule "r": a calendar limit (day, week, month, year) is a fixed window: algorithm fixed_window, or none, not sliding_window, at Testfile:3`},
+	{"limit", " limit 5 month\n algorithm token_bucket", `rule "r": a calendar limit (day, week, month, year) is a fixed window: algorithm fixed_window, or none, not token_bucket, at Testfile:3`},
+	{"timezone", " limit 5 day\n timezone Mars/Base", `timezone "Mars/Base": not an IANA time zone name (such as UTC, Europe/Berlin or America/New_York), at Testfile:3`},
+	{"timezone", " limit 5 day\n timezone Local", `timezone "Local": not an IANA time zone name (such as UTC, Europe/Berlin or America/New_York), at Testfile:3`},
+	{"timezone", " limit 5 day\n timezone", "wrong argument count or unexpected line ending after 'timezone', at Testfile:3"},
+	{"timezone", " limit 5 day\n timezone UTC UTC", "wrong argument count or unexpected line ending after 'UTC', at Testfile:3"},
+	{"timezone", " limit 5 1d\n timezone Europe/Berlin", `rule "r": timezone applies to calendar limits only (limit <count> day, week, month or year), at Testfile:3`},
+	{"timezone", " limit 5 day\n timezone UTC\n timezone UTC", "timezone already given on line 3, at Testfile:4"},
 	{"algorithm", " limit 10 1m\n algorithm gcra", `unknown algorithm "gcra": want sliding_window, fixed_window, sliding_log, token_bucket or leaky_bucket, at Testfile:3`},
 	{"algorithm", " limit 10 1m\n algorithm", "wrong argument count or unexpected line ending after 'algorithm', at Testfile:3"},
 	{"algorithm", " limit 10 1m\n algorithm fixed_window\n algorithm sliding_log", "algorithm already given on line 3, at Testfile:4"},
@@ -338,6 +354,32 @@ func TestTopOfBlock(t *testing.T) {
 	// the top's max_delay is refused at the top's line
 	if err, want := rule.Finish(), `rule "a": max_delay applies to leaky_bucket only, not token_bucket, at Testfile:4`; err == nil || err.Error() != want {
 		t.Errorf("inherited max_delay: got error %v, want %q", err, want)
+	}
+
+	// the top's timezone goes to the rules with a calendar limit only
+	top, err = readTop("rate_limit {\n limit 10000 day\n timezone Europe/Berlin\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ block, want string }{
+		{"rule a {\n limit 5 1m\n}", `{"name":"a","limits":[{"count":5,"window":60000000000}]}`},
+		{"rule b {\n limit 5 1m\n limit 100 month\n}", `{"name":"b","limits":[{"count":5,"window":60000000000},{"count":100,"period":"month"}],"timezone":"Europe/Berlin"}`},
+		{"rule c {\n by user_id\n}", `{"name":"c","limits":[{"count":10000,"period":"day"}],"timezone":"Europe/Berlin","by":["user_id"]}`},
+		{"rule d {\n limit 5 week\n timezone UTC\n}", `{"name":"d","limits":[{"count":5,"period":"week"}],"timezone":"UTC"}`},
+	} {
+		d := caddyfile.NewTestDispenser(tc.block)
+		d.Next()
+		rule, err := rulesyntax.ParseRuleBlock(d, testChecks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule.Inherit(top)
+		if err := rule.Finish(); err != nil {
+			t.Errorf("%s: %v", tc.block, err)
+		}
+		if got := ruleJSON(t, rule); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.block, got, tc.want)
+		}
 	}
 }
 

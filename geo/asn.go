@@ -1,6 +1,7 @@
 package geo
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"os"
@@ -22,6 +23,8 @@ type AS struct {
 	Org string
 	// Key is the number as the key and placeholder show it: "AS15169".
 	Key string
+
+	index uint32 // in its ASNDB's systems
 }
 
 // String returns Key, so that an *AS is its own placeholder value.
@@ -31,17 +34,19 @@ func (as *AS) String() string { return as.Key }
 // database whose records hold autonomous_system_number), read into memory
 // by OpenASN, from which Lookup reads an address's autonomous system.
 //
-// Unlike a DB, an ASNDB keeps the database's bytes (a GeoLite2-ASN file
-// is about 10 MB) and looks addresses up in its search tree, as maxminddb
-// does, with a table of the records' ASes: an ASN database has tens of
-// thousands of distinct values, too many for the country tables. It keeps
-// no file open and none mapped, so the file may be replaced, rewritten or
-// deleted once OpenASN has returned. Lookup is safe for concurrent use and
-// allocates nothing.
+// An ASNDB keeps range tables of its own (asn_table.go: an ASN database
+// has tens of thousands of distinct values, too many for the country
+// tables) and the database's bytes, in which it looks up the few
+// addresses the tables leave to the search tree (6to4 and Teredo). It
+// keeps no file open and none mapped, so the file may be replaced,
+// rewritten or deleted once OpenASN has returned. Lookup is safe for
+// concurrent use and allocates nothing.
 type ASNDB struct {
-	r        *maxminddb.Reader
+	r        *maxminddb.Reader // for the stretches marked viaTree
+	t        asnTables
 	v4only   bool
-	byOffset map[uintptr]*AS // each record's AS, by its offset in the data section
+	systems  []*AS              // by value-1
+	byOffset map[uintptr]uint32 // each record's value (0: no system), by its offset in the data section
 	byNumber map[uint32]*AS
 	info     ASNInfo
 }
@@ -55,7 +60,8 @@ type ASNInfo struct {
 	BuildTime time.Time
 	// Systems is the number of distinct autonomous systems it names.
 	Systems int
-	// Bytes is the memory the database takes: its file's bytes.
+	// Bytes is the memory the database takes: its file's bytes and its
+	// range tables.
 	Bytes int
 }
 
@@ -91,63 +97,93 @@ func OpenASN(path string) (*ASNDB, error) {
 		return fail("%w", err)
 	}
 	if !hasASNs(r) {
-		return fail("database type %q has no autonomous system numbers (autonomous_system_number); "+
-			"use an ASN database such as GeoLite2-ASN", r.Metadata.DatabaseType)
+		return fail("%w", noASNs(r))
 	}
 	db := &ASNDB{
 		r:        r,
 		v4only:   r.Metadata.IPVersion == 4,
-		byOffset: make(map[uintptr]*AS),
+		byOffset: make(map[uintptr]uint32),
 		byNumber: make(map[uint32]*AS),
 	}
-	for res := range r.Networks() { // checkShared bounds the walk
-		if err := db.add(res); err != nil {
-			return fail("corrupt MaxMind database: %w", err)
-		}
+	if db.t, err = buildASNTables(r, db.value); err != nil { // checkShared bounds the walk
+		return fail("corrupt MaxMind database: %w", err)
 	}
 	db.info = ASNInfo{
 		DatabaseType: r.Metadata.DatabaseType,
 		BuildTime:    r.Metadata.BuildTime(),
-		Systems:      len(db.byNumber),
-		Bytes:        size,
+		Systems:      len(db.systems),
+		Bytes:        size + db.t.bytes(),
 	}
 	return db, nil
 }
 
-// add reads the AS of a network's record, once a record.
-func (db *ASNDB) add(res maxminddb.Result) error {
-	if err := res.Err(); err != nil {
-		return err
-	}
+// value is the value of a network's record in the tables: 0 if it has no
+// system, else 1 + the system's index in systems. Each record is decoded
+// once.
+func (db *ASNDB) value(res maxminddb.Result) (uint32, error) {
 	if !res.Found() {
-		return nil
+		return 0, nil
 	}
 	off := res.Offset()
-	if _, done := db.byOffset[off]; done {
-		return nil
+	if v, done := db.byOffset[off]; done {
+		return v, nil
 	}
 	var rec asnRecord
 	if err := res.Decode(&rec); err != nil {
-		return err
+		return 0, err
 	}
-	if rec.Number == 0 {
-		db.byOffset[off] = nil // no ASN: unknown
-		return nil
+	v := uint32(0)
+	if rec.Number > 0 {
+		as, ok := db.byNumber[rec.Number]
+		if !ok {
+			as = &AS{Number: rec.Number, Org: rec.Org, Key: "AS" + strconv.FormatUint(uint64(rec.Number), 10), index: uint32(len(db.systems))}
+			db.byNumber[rec.Number] = as
+			db.systems = append(db.systems, as)
+		}
+		v = as.index + 1
 	}
-	as, ok := db.byNumber[rec.Number]
-	if !ok {
-		as = &AS{Number: rec.Number, Org: rec.Org, Key: "AS" + strconv.FormatUint(uint64(rec.Number), 10)}
-		db.byNumber[rec.Number] = as
+	db.byOffset[off] = v
+	return v, nil
+}
+
+// CheckASN tells, quickly, whether the file at path is an ASN database:
+// it is there, is a MaxMind database, and one of its first records holds
+// an autonomous system number. Its errors are OpenASN's. It does not
+// check the whole file as OpenASN does, and reads it memory-mapped: the
+// Caddyfile adapter calls it, to name the line of a wrong asn_db.
+func CheckASN(path string) error {
+	r, err := openFile(path, mapFile)
+	if err == nil {
+		defer func() { _ = r.Close() }()
+		if !hasASNs(r) {
+			err = noASNs(r)
+		}
 	}
-	db.byOffset[off] = as
+	if err != nil {
+		return fmt.Errorf("loading ASN database %q: %w", path, err)
+	}
 	return nil
 }
 
+// noASNs is the error of a database without AS numbers.
+func noASNs(r *maxminddb.Reader) error {
+	return fmt.Errorf("database type %q has no autonomous system numbers (autonomous_system_number); "+
+		"use an ASN database such as GeoLite2-ASN", r.Metadata.DatabaseType)
+}
+
 // hasASNs reports whether one of the first probeRecords records of the
-// database has an autonomous system number.
+// database has an autonomous system number. It walks no more than
+// 16×probeRecords networks, empty ones included, so that it ends soon on
+// a file that has not been checked (CheckASN).
 func hasASNs(r *maxminddb.Reader) bool {
-	n := 0
-	for res := range r.Networks() {
+	n, seen := 0, 0
+	for res := range r.Networks(maxminddb.IncludeNetworksWithoutData()) {
+		if seen++; seen > 16*probeRecords || res.Err() != nil {
+			break
+		}
+		if !res.Found() {
+			continue
+		}
 		if n++; n > probeRecords {
 			break
 		}
@@ -168,15 +204,25 @@ func hasASNs(r *maxminddb.Reader) bool {
 // nothing: the AS is the database's own.
 func (db *ASNDB) Lookup(addr netip.Addr) (as *AS, ok bool) {
 	addr = addr.Unmap()
-	if !addr.IsValid() || db.v4only && addr.Is6() {
+	var v uint32
+	switch {
+	case addr.Is4():
+		a := addr.As4()
+		k := binary.BigEndian.Uint32(a[:])
+		v = db.t.v4.find(k, bucket4(k), less4)
+	case addr.Is6() && !db.v4only:
+		k := u128From(addr)
+		if v = db.t.v6.find(k, bucket6(k), u128.less); v == viaTree {
+			v = 0
+			if res := db.r.Lookup(addr); res.Found() {
+				v = db.byOffset[res.Offset()]
+			}
+		}
+	}
+	if v == 0 {
 		return nil, false
 	}
-	res := db.r.Lookup(addr)
-	if !res.Found() {
-		return nil, false
-	}
-	as = db.byOffset[res.Offset()]
-	return as, as != nil
+	return db.systems[v-1], true
 }
 
 // System returns the autonomous system numbered n, if the database names

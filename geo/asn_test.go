@@ -1,13 +1,16 @@
 package geo
 
 import (
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/maxmind/mmdbwriter"
 	"github.com/maxmind/mmdbwriter/mmdbtype"
 )
 
@@ -111,7 +114,7 @@ func TestASNLookupAllocs(t *testing.T) {
 }
 
 // TestOpenASNErrors: what is not an ASN database is refused, naming the
-// path; a country database too.
+// path, by OpenASN and by CheckASN; a country database too.
 func TestOpenASNErrors(t *testing.T) {
 	dir := t.TempDir()
 	text := filepath.Join(dir, "text.mmdb")
@@ -129,9 +132,14 @@ func TestOpenASNErrors(t *testing.T) {
 		{buildDB(t, "GeoLite2-ASN", 6, 24, nil).path, "has no autonomous system numbers"},
 	} {
 		_, err := OpenASN(tc.path)
-		if err == nil || !strings.Contains(err.Error(), `loading ASN database "`+tc.path+`"`) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Test %d: OpenASN(%s) = %v; want an error naming the path and saying %q", i, tc.path, err, tc.want)
+		for fn, err := range map[string]error{"OpenASN": err, "CheckASN": CheckASN(tc.path)} {
+			if err == nil || !strings.Contains(err.Error(), `loading ASN database "`+tc.path+`"`) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Test %d: %s(%s) = %v; want an error naming the path and saying %q", i, fn, tc.path, err, tc.want)
+			}
 		}
+	}
+	if err := CheckASN(buildDB(t, "GeoLite2-ASN", 6, 24, asnNetworks()).path); err != nil {
+		t.Errorf("CheckASN of an ASN database: %v", err)
 	}
 }
 
@@ -213,5 +221,71 @@ func TestASNMultipliersFor(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { m.For(google, true) }); n != 0 {
 		t.Errorf("For: %v allocations; want 0", n)
+	}
+}
+
+// TestASNEquivalent: Lookup answers as maxminddb does on the same file,
+// in each layout: IPv6 with and without aliases of the IPv4 networks,
+// IPv4-only, reserved networks, and a large database.
+func TestASNEquivalent(t *testing.T) {
+	nLarge, nNets, nLargeAddrs, nAddrs := equivSizes()
+	rng := rand.New(rand.NewPCG(5, 6))
+	opts := func(ipVersion, recordSize int, aliased, reserved bool) mmdbwriter.Options {
+		return mmdbwriter.Options{
+			DatabaseType:            "Random-ASN",
+			Description:             map[string]string{"en": "edgelimit test database"},
+			IPVersion:               ipVersion,
+			RecordSize:              recordSize,
+			DisableIPv4Aliasing:     !aliased,
+			IncludeReservedNetworks: reserved,
+		}
+	}
+	records := make([]mmdbtype.Map, 40)
+	for i := range records {
+		records[i] = asnRecordOf(uint32(1000+i), fmt.Sprint("ORG ", i))
+	}
+	records = append(records, mmdbtype.Map{"autonomous_system_organization": mmdbtype.String("no number")})
+	asnNets := func(n int, v4only bool) []network {
+		nets := randomNetworks(rng, n, v4only)
+		for i := range nets {
+			nets[i].record = records[rng.IntN(len(records))]
+		}
+		return nets
+	}
+	for _, c := range []struct {
+		name  string
+		opts  mmdbwriter.Options
+		nets  int
+		addrs int
+	}{
+		{"IPv6, aliased", opts(6, 24, true, false), nNets, nAddrs},
+		{"IPv6, not aliased", opts(6, 28, false, false), nNets, nAddrs},
+		{"IPv4-only", opts(4, 32, true, false), nNets, nAddrs},
+		{"IPv6, reserved networks", opts(6, 28, true, true), nNets, nAddrs},
+		{"large", opts(6, 28, true, false), nLarge, nLargeAddrs},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tdb := buildRandomDB(t, c.opts, asnNets(c.nets, c.opts.IPVersion == 4))
+			db := openASN(t, tdb.path)
+			ref := newReference(t, tdb.path)
+			got := func(addr netip.Addr) string {
+				if as, ok := db.Lookup(addr); ok {
+					return as.Key
+				}
+				return ""
+			}
+			want := func(addr netip.Addr) string {
+				addr = addr.Unmap()
+				if !addr.IsValid() || c.opts.IPVersion == 4 && addr.Is6() {
+					return ""
+				}
+				var n uint32
+				if ref.r.Lookup(addr).DecodePath(&n, "autonomous_system_number") != nil || n == 0 {
+					return ""
+				}
+				return fmt.Sprint("AS", n)
+			}
+			checkLookups(t, "Lookup", tdb, c.addrs, got, want)
+		})
 	}
 }

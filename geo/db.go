@@ -60,7 +60,7 @@ func Open(path string) (*DB, error) {
 	fail := func(format string, args ...any) (*DB, error) {
 		return nil, fmt.Errorf("loading geoip database %q: "+format, append([]any{path}, args...)...)
 	}
-	r, err := openVerified(path, func(p string) (*maxminddb.Reader, error) { return maxminddb.Open(p) })
+	r, err := openVerified(path, mapFile)
 	if err != nil {
 		return fail("%w", err)
 	}
@@ -84,11 +84,28 @@ func Open(path string) (*DB, error) {
 	return db, nil
 }
 
-// openVerified opens the database at path with open, after checking that
-// it is a regular, non-empty file, and checks the whole of it (Verify and
-// checkShared). Its errors say what is wrong without naming the path,
-// which the caller's do.
+// openVerified opens the database at path with open (openFile) and checks
+// the whole of it (Verify and checkShared). Its errors say what is wrong
+// without naming the path, which the caller's do.
 func openVerified(path string, open func(string) (*maxminddb.Reader, error)) (*maxminddb.Reader, error) {
+	r, err := openFile(path, open)
+	if err != nil {
+		return nil, err
+	}
+	err = r.Verify()
+	if err == nil {
+		err = checkShared(r)
+	}
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("corrupt MaxMind database: %w", err)
+	}
+	return r, nil
+}
+
+// openFile opens the database at path with open, after checking that it
+// is a regular, non-empty file.
+func openFile(path string, open func(string) (*maxminddb.Reader, error)) (*maxminddb.Reader, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, unwrapPath(err)
@@ -107,16 +124,11 @@ func openVerified(path string, open func(string) (*maxminddb.Reader, error)) (*m
 		}
 		return nil, fmt.Errorf("not a valid MaxMind database: %w", err)
 	}
-	err = r.Verify()
-	if err == nil {
-		err = checkShared(r)
-	}
-	if err != nil {
-		_ = r.Close()
-		return nil, fmt.Errorf("corrupt MaxMind database: %w", err)
-	}
 	return r, nil
 }
+
+// mapFile opens the database at path memory-mapped.
+func mapFile(path string) (*maxminddb.Reader, error) { return maxminddb.Open(path) }
 
 // unwrapPath drops the *fs.PathError around err, whose message repeats
 // the path that Open's errors already name.

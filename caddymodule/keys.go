@@ -15,10 +15,11 @@ import (
 // keySource is one part of a rule's key (one word of `by`).
 type keySource struct {
 	kind   sourceKind
-	name   string  // header (canonical), query or cookie name; placeholder text; claim path
-	v4, v6 int     // prefix lengths, for sourceIPPrefix
-	mask   bool    // shorten a value that is an IP address to v4/v6 bits (ipv4_prefix, ipv6_prefix)
-	tokens *tokens // for sourceJWT: the app's, set at provision
+	name   string    // header (canonical), query or cookie name; placeholder text; claim path
+	v4, v6 int       // prefix lengths, for sourceIPPrefix
+	mask   bool      // shorten a value that is an IP address to v4/v6 bits (ipv4_prefix, ipv6_prefix)
+	tokens *tokens   // for sourceJWT: the app's, set at provision
+	asns   *networks // for sourceASN: the app's, set at provision
 }
 
 type sourceKind uint8
@@ -32,13 +33,14 @@ const (
 	sourceCookie
 	sourcePlaceholder
 	sourceJWT
+	sourceASN
 )
 
 // keySeparator joins the parts of a composite key; it cannot appear in a
 // header value.
 const keySeparator = "\x1f"
 
-// parseKeySources reads `by` words: "ip", "ip/24", "ip/24/64", "user_id",
+// parseKeySources reads `by` words: "ip", "ip/24", "ip/24/64", "asn", "user_id",
 // "header NAME", "query NAME", "cookie NAME", "static TEXT", or placeholder
 // text.
 func parseKeySources(by []string) ([]keySource, error) {
@@ -75,6 +77,8 @@ func parseKeySource(word string) (keySource, error) {
 		return parseIPPrefixSource(kind)
 	case kind == "user_id" && arg == "":
 		return keySource{kind: sourceUserID}, nil
+	case kind == "asn" && arg == "":
+		return keySource{kind: sourceASN}, nil
 	case kind == "header":
 		return needArg(sourceHeader)
 	case kind == "query":
@@ -90,7 +94,7 @@ func parseKeySource(word string) (keySource, error) {
 	case strings.Contains(word, "{"):
 		return placeholderSource(word), nil
 	}
-	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME, jwt CLAIM, static TEXT or a {placeholder}", word)
+	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], asn, user_id, header NAME, query NAME, cookie NAME, jwt CLAIM, static TEXT or a {placeholder}", word)
 }
 
 // placeholderSources are the placeholders that name one request header,
@@ -201,6 +205,8 @@ func (src keySource) raw(q *request) string {
 			return ""
 		}
 		return prefixOf(addr, src.v4, src.v6)
+	case sourceASN:
+		return asnKey(q.asn(src.asns))
 	case sourceUserID:
 		v, _ := repl.GetString("http.auth.user.id")
 		return v

@@ -208,11 +208,9 @@ func (db *ASNDB) Lookup(addr netip.Addr) (as *AS, ok bool) {
 	switch {
 	case addr.Is4():
 		a := addr.As4()
-		k := binary.BigEndian.Uint32(a[:])
-		v = db.t.v4.find(k, bucket4(k), less4)
+		v = db.t.v4.find4(binary.BigEndian.Uint32(a[:]))
 	case addr.Is6() && !db.v4only:
-		k := u128From(addr)
-		if v = db.t.v6.find(k, bucket6(k), u128.less); v == viaTree {
+		if v = db.t.v6.find6(u128From(addr)); v == viaTree {
 			v = 0
 			if res := db.r.Lookup(addr); res.Found() {
 				v = db.byOffset[res.Offset()]

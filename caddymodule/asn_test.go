@@ -71,7 +71,7 @@ func TestASNMultiplier(t *testing.T) {
 		ip, policy, asn, org string
 		n                    int
 	}{
-		{"8.8.8.8", `"scaled";q=5;w=3600`, "AS15169", "GOOGLE", 5},         // 10 × 0.5
+		{"8.8.8.8", `"scaled";q=5;w=3600`, "AS15169", "GOOGLE", 5},           // 10 × 0.5
 		{"5.255.255.9", `"scaled";q=30;w=3600`, "AS13238", "YANDEX LLC", 30}, // 10 × 2 × 1.5 (RU)
 		{"9.9.9.9", `"scaled";q=10;w=3600`, "", "", 10},                      // the defaults
 	} {

@@ -14,7 +14,8 @@ import (
 
 // TestParseGlobalOptionASNDB: asn_db takes the path of an ASN database,
 // which the adapter checks, so that a missing file or a country database
-// fails at the line that names it.
+// fails at the line that names it; a path with a placeholder is left for
+// load.
 func TestParseGlobalOptionASNDB(t *testing.T) {
 	dir := t.TempDir()
 	asn, country := filepath.Join(dir, "asn.mmdb"), filepath.Join(dir, "country.mmdb")
@@ -32,6 +33,7 @@ func TestParseGlobalOptionASNDB(t *testing.T) {
 	}{
 		{input: "rate_limit {\n asn_db " + asn + "\n}", want: `{"asn_db":"` + asn + `"}`},
 		{input: "rate_limit {\n geoip " + country + "\n asn_db " + asn + "\n}", want: `{"geoip":"` + country + `","asn_db":"` + asn + `"}`},
+		{input: "rate_limit {\n asn_db {env.ASN_DB}\n}", want: `{"asn_db":"{env.ASN_DB}"}`}, // checked at load
 		{input: "rate_limit {\n asn_db\n}", wantErr: "wrong argument count or unexpected line ending after 'asn_db', at Testfile:2"},
 		{input: "rate_limit {\n asn_db a.mmdb b.mmdb\n}", wantErr: "wrong argument count or unexpected line ending after 'a.mmdb', at Testfile:2"},
 		{input: "rate_limit {\n sweep_interval 1m\n asn_db " + missing + "\n}", wantErr: `asn_db: loading ASN database "` + missing + `": no such file or directory, at Testfile:3`},

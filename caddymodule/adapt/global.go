@@ -33,7 +33,7 @@ func init() {
 //	        geoip <path to a .mmdb file>
 //	        geoip_check_interval <duration>   # read a changed file without a reload
 //	        geo_header <header name>
-//	        asn_db <path to an ASN .mmdb file>  # checked here, to name the line
+//	        asn_db <path to an ASN .mmdb file>  # checked here, to name the line, unless a {placeholder}
 //	        jwt {
 //	            hmac_secret     <secret>        # {env.JWT_SECRET}
 //	            public_key_file <pem file>      # repeatable
@@ -126,8 +126,12 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			if err := rulesyntax.OneArg(d, &app.ASNDB); err != nil {
 				return err
 			}
-			if err := geo.CheckASN(caddy.NewReplacer().ReplaceKnown(app.ASNDB, "")); err != nil {
-				return d.Errf("asn_db: %v", err)
+			// checked here to name the line; a placeholder ({env.ASN_DB})
+			// is left for load, which may be on another machine
+			if !strings.Contains(app.ASNDB, "{") {
+				if err := geo.CheckASN(app.ASNDB); err != nil {
+					return d.Errf("asn_db: %v", err)
+				}
 			}
 
 		case "geoip_check_interval":

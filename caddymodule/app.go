@@ -86,7 +86,7 @@ type App struct {
 	// nil when its option is not set.
 	tokens  *tokens     // JWT
 	geo     *countries  // GeoIP and GeoHeader
-	asn     *networks   // ASNDB
+	asn     *asnDB   // ASNDB
 	cluster *clusterUse // Cluster
 	redis   *redisUse   // Store
 
@@ -132,7 +132,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 	}
 	if a.ASNDB != "" {
-		if a.asn, err = provisionNetworks(a.ASNDB, a.logger); err != nil {
+		if a.asn, err = provisionASNDB(a.ASNDB, a.logger); err != nil {
 			return err
 		}
 	}

@@ -9,16 +9,16 @@ import (
 	"github.com/edgebyte/edgelimit/geo"
 )
 
-// networks is how the app tells a client's autonomous system: the ASN
+// asnDB is how the app tells a client's autonomous system: the ASN
 // database (asn_db), shared through geoDatabases.
-type networks struct {
+type asnDB struct {
 	db   *geo.ASNDB
 	file *geoFile // its key in geoDatabases, to release; nil once released
 }
 
-// provisionNetworks opens the ASN database at path (shared through
+// provisionASNDB opens the ASN database at path (shared through
 // geoDatabases).
-func provisionNetworks(path string, logger *zap.Logger) (*networks, error) {
+func provisionASNDB(path string, logger *zap.Logger) (*asnDB, error) {
 	db, file, err := openPooled(caddy.NewReplacer().ReplaceKnown(path, ""), true, geo.OpenASN)
 	if err != nil {
 		return nil, err
@@ -30,11 +30,11 @@ func provisionNetworks(path string, logger *zap.Logger) (*networks, error) {
 		zap.Time("built", info.BuildTime),
 		zap.Int("systems", info.Systems),
 		zap.Int("bytes", info.Bytes))
-	return &networks{db: db, file: &file}, nil
+	return &asnDB{db: db, file: &file}, nil
 }
 
 // cleanup releases the database.
-func (n *networks) cleanup() error { return release(&n.file) }
+func (n *asnDB) cleanup() error { return release(&n.file) }
 
 // network is the client's autonomous system for one request, looked up
 // once for all of a handler's rules that need it (a key by asn, an
@@ -48,7 +48,7 @@ type network struct {
 // {http.rate_limit.asn} and {http.rate_limit.asn_org} (empty when
 // unknown). The placeholders' values are the database's own AS, read
 // through String, so setting them allocates nothing.
-func (n *network) of(nets *networks, q *request) (*geo.AS, bool) {
+func (n *network) of(nets *asnDB, q *request) (*geo.AS, bool) {
 	if n.looked {
 		return n.as, n.as != nil
 	}

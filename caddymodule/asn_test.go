@@ -30,7 +30,7 @@ func withASN(t testing.TB, app *App) *App {
 		t.Fatal(err)
 	}
 	var err error
-	if app.asn, err = provisionNetworks(app.ASNDB, zap.NewNop()); err != nil {
+	if app.asn, err = provisionASNDB(app.ASNDB, zap.NewNop()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Cleanup() })

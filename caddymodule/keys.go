@@ -15,11 +15,11 @@ import (
 // keySource is one part of a rule's key (one word of `by`).
 type keySource struct {
 	kind   sourceKind
-	name   string    // header (canonical), query or cookie name; placeholder text; claim path
-	v4, v6 int       // prefix lengths, for sourceIPPrefix
-	mask   bool      // shorten a value that is an IP address to v4/v6 bits (ipv4_prefix, ipv6_prefix)
-	tokens *tokens   // for sourceJWT: the app's, set at provision
-	asns   *networks // for sourceASN: the app's, set at provision
+	name   string  // header (canonical), query or cookie name; placeholder text; claim path
+	v4, v6 int     // prefix lengths, for sourceIPPrefix
+	mask   bool    // shorten a value that is an IP address to v4/v6 bits (ipv4_prefix, ipv6_prefix)
+	tokens *tokens // for sourceJWT: the app's, set at provision
+	asns   *asnDB  // for sourceASN: the app's, set at provision
 }
 
 type sourceKind uint8

@@ -47,7 +47,7 @@ func (q *request) clientIP() string {
 func (q *request) country(a *App) (string, bool) { return q.where.of(a, q) }
 
 // asn is the client's autonomous system (see network.of), looked up once.
-func (q *request) asn(nets *networks) (*geo.AS, bool) { return q.net.of(nets, q) }
+func (q *request) asn(nets *asnDB) (*geo.AS, bool) { return q.net.of(nets, q) }
 
 // facts is what one rule decides a request by.
 type facts struct {

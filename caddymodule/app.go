@@ -86,7 +86,7 @@ type App struct {
 	// nil when its option is not set.
 	tokens  *tokens     // JWT
 	geo     *countries  // GeoIP and GeoHeader
-	asn     *asnDB   // ASNDB
+	asn     *asnDB      // ASNDB
 	cluster *clusterUse // Cluster
 	redis   *redisUse   // Store
 

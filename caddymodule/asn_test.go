@@ -123,3 +123,48 @@ func TestASNNeeds(t *testing.T) {
 		t.Errorf("AS0: %v", err)
 	}
 }
+
+// TestASNDBShared: a second config naming the same unchanged file shares
+// the open database (as a reload does); a changed file is read anew; the
+// last release frees it.
+func TestASNDBShared(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "asn.mmdb")
+	if err := mmdbtest.WriteASN(path, testSystems); err != nil {
+		t.Fatal(err)
+	}
+	a, err := provisionASNDB(path, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := provisionASNDB(path, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.db != b.db {
+		t.Error("the second provision read the unchanged file again")
+	}
+	if err := mmdbtest.WriteASN(path, map[string]mmdbtest.AS{"8.8.8.0/24": {Number: 15169, Org: "GOOGLE"}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := provisionASNDB(path, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.db == a.db {
+		t.Error("a changed file was not read anew")
+	}
+	keys := []geoFile{*a.file, *c.file}
+	if refs, _ := geoDatabases.References(keys[0]); refs != 2 {
+		t.Errorf("the first file has %d references; want 2", refs)
+	}
+	for _, n := range []*asnDB{a, b, c} {
+		if err := n.cleanup(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range keys {
+		if refs, ok := geoDatabases.References(k); ok {
+			t.Errorf("after the last release the pool holds %s with %d references", k.path, refs)
+		}
+	}
+}

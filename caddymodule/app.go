@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -24,7 +25,8 @@ func init() {
 // App is the process-wide side of rate limiting (global option
 // `rate_limit`): it owns the rules' counters, so that they survive config
 // reloads, sweeps idle keys, and tells the country of a client for rules
-// with geo_multiplier. Handlers find it through ctx.App.
+// with geo_multiplier and its autonomous system for rules keyed by asn or
+// with asn_multiplier. Handlers find it through ctx.App.
 type App struct {
 	// SweepInterval is how often idle keys are freed, at least 1s.
 	// Default: 1m.
@@ -56,6 +58,16 @@ type App struct {
 	// Default: none.
 	GeoHeader string `json:"geo_header,omitempty"`
 
+	// ASNDB is the path of a MaxMind-format ASN database (GeoLite2-ASN,
+	// GeoIP2-ISP) that gives the autonomous system of a client IP to
+	// rules keyed by asn or with asn_multiplier. It is read when the
+	// config loads (a missing, unreadable or corrupt file, or one without
+	// AS numbers such as a Country database, fails the load, naming the
+	// path) and shared by later configs while the file is unchanged; a
+	// reload after the file changed reads it anew. Global placeholders
+	// such as {env.ASN_DB} are replaced. Default: none.
+	ASNDB string `json:"asn_db,omitempty"`
+
 	// JWT says how tokens are found and verified for rules keyed by a
 	// claim (by jwt CLAIM). Default: none; such rules then fail to load.
 	JWT *appconfig.JWTConfig `json:"jwt,omitempty"`
@@ -74,6 +86,7 @@ type App struct {
 	// nil when its option is not set.
 	tokens  *tokens     // JWT
 	geo     *countries  // GeoIP and GeoHeader
+	asn     *asnDB      // ASNDB
 	cluster *clusterUse // Cluster
 	redis   *redisUse   // Store
 
@@ -115,6 +128,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	var err error
 	if a.GeoHeader != "" || a.GeoIP != "" {
 		if a.geo, err = provisionCountries(a.GeoIP, a.GeoHeader, a.logger); err != nil {
+			return err
+		}
+	}
+	if a.ASNDB != "" {
+		if a.asn, err = provisionASNDB(a.ASNDB, a.logger); err != nil {
 			return err
 		}
 	}
@@ -222,10 +240,14 @@ func (a *App) Cleanup() error {
 	if a.redis != nil {
 		a.redis.cleanup()
 	}
-	if a.geo != nil {
-		return a.geo.cleanup()
+	var err error
+	if a.asn != nil {
+		err = a.asn.cleanup()
 	}
-	return nil
+	if a.geo != nil {
+		err = errors.Join(err, a.geo.cleanup())
+	}
+	return err
 }
 
 // Stop ends the sweeping. Counters stay in the registry for the next config.
@@ -323,6 +345,9 @@ func (a *App) logRule(rule ruleconfig.Rule, lim, from *limiter.Limiter) {
 	}
 	if len(rule.GeoMultiplier) > 0 {
 		fields = append(fields, zap.Any("geo_multiplier", rule.GeoMultiplier))
+	}
+	if len(rule.ASNMultiplier) > 0 {
+		fields = append(fields, zap.Any("asn_multiplier", rule.ASNMultiplier))
 	}
 	if rule.Shadow {
 		fields = append(fields, zap.Bool("shadow", true))

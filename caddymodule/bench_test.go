@@ -18,7 +18,9 @@ import (
 // BenchmarkServeHTTP measures what the rate limit adds to a request: the
 // same chain with and without the handler, one rule keyed by client IP,
 // every request allowed; "with-geo" adds a geo_multiplier, the client's
-// country coming from a geoip database; "with-headers-off" shows no
+// country coming from a geoip database, "with-asn" an asn_multiplier,
+// its autonomous system from an ASN database, and "by-asn" keys the
+// rule by that system instead; "with-headers-off" shows no
 // headers (no quotas computed); "with-cluster-…" makes the rule
 // shared by a cluster (a share looked up per request), for a key that is
 // cold or hot. Each request gets fresh vars, as
@@ -30,6 +32,11 @@ func BenchmarkServeHTTP(b *testing.B) {
 	quiet := chain(testHandler(b, testApp(), rule))
 	rule.Name, rule.Headers, rule.GeoMultiplier = "geo", "", map[string]float64{"RU": 1.5, "US": 1, "default": 0.5}
 	geoLimited := chain(testHandler(b, geoApp(b), rule))
+	rule.Name, rule.GeoMultiplier, rule.ASNMultiplier = "asn", nil, map[string]float64{"AS13238": 1.5, "AS15169": 1, "default": 0.5}
+	asnLimited := chain(testHandler(b, withASN(b, testApp()), rule))
+	rule.Name, rule.ASNMultiplier, rule.By = "by-asn", nil, []string{"asn"}
+	byASN := chain(testHandler(b, withASN(b, testApp()), rule))
+	rule.By = nil
 	// scope cluster in a cluster of 3: the key is cold (the cold share),
 	// or hot (tracked, its share set by the cluster)
 	rule.Name, rule.GeoMultiplier = "shared", nil
@@ -43,7 +50,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
 		handler caddyhttp.Handler
-	}{{"without", ok}, {"with", limited}, {"with-headers-off", quiet}, {"with-geo", geoLimited}, {"with-cluster-cold-key", clustered}, {"with-cluster-hot-key", clusteredHot}} {
+	}{{"without", ok}, {"with", limited}, {"with-headers-off", quiet}, {"with-geo", geoLimited}, {"with-asn", asnLimited}, {"by-asn", byASN}, {"with-cluster-cold-key", clustered}, {"with-cluster-hot-key", clusteredHot}} {
 		b.Run(bc.name, func(b *testing.B) {
 			base := newRequest("5.255.255.7")
 			w := httptest.NewRecorder()

@@ -9,7 +9,7 @@
 //     each request against its rules, answers 429 or passes it on with the
 //     rules' headers.
 //   - rate_limit (App, global option rate_limit): what is process-wide for
-//     a config: the geoip database, the JWT verifier, the cluster node,
+//     a config: the geoip and ASN databases, the JWT verifier, the cluster node,
 //     the Redis client, the sweep of idle keys.
 //   - admin.api.rate_limit, in package caddymodule/admin: the live state
 //     under /rate_limit/ on Caddy's admin endpoint, and the dashboard at
@@ -23,10 +23,10 @@
 //   - handler.go: the Handler type, its Provision, Validate and Cleanup,
 //     and the per-rule warnings.
 //   - request.go: what each rule decides a request by (the client
-//     address and the country, once for all rules; a rule's match,
-//     exemption, key, cost and scale: its facts). keys.go, tiers.go,
-//     geo.go and jwt.go read the key sources, tiers, the country and
-//     verified tokens; proxies.go warns of a spoofable client address.
+//     address, the country and the autonomous system, once for all
+//     rules; a rule's match, exemption, key, cost and scale: its facts).
+//     keys.go, tiers.go, geo.go, asn.go and jwt.go read the key sources,
+//     tiers, the country, the autonomous system and verified tokens; proxies.go warns of a spoofable client address.
 //   - serve.go: ServeHTTP and the rule loop, one step a rule: a block in
 //     force (blocks.go), the decision (in process, in the cluster's share,
 //     or in Redis through store.go and store_nodes.go), the leaky bucket's
@@ -90,7 +90,7 @@
 //     its Cleanup reverts the registry to the running config's limiters.
 //
 // Process-wide resources outlive a config the same way, each in a
-// caddy.UsagePool keyed by its settings: the geoip databases
+// caddy.UsagePool keyed by its settings: the geoip and ASN databases
 // (geoDatabases), the Redis clients and the fleet heartbeats
 // (internal/redispool), the cluster nodes (internal/clusternode, keyed by
 // bind address: a reload with an unchanged cluster block keeps the node,

@@ -15,44 +15,48 @@ import (
 	"github.com/edgebyte/edgelimit/geo"
 )
 
-// geoDatabases holds the open geoip databases, process-wide, so that a
-// config reload that names the same unchanged file shares the open one
-// instead of reading it again. A database is closed when the last config
-// using it is cleaned up.
+// geoDatabases holds the open geoip and ASN databases, process-wide, so
+// that a config reload that names the same unchanged file shares the open
+// one instead of reading it again. A database is closed when the last
+// config using it is cleaned up.
 var geoDatabases = caddy.NewUsagePool()
 
-// geoFile identifies a database file as it is on disk: a reload that finds
-// the file changed (rebuilt, or replaced by a newer release) opens it anew.
+// geoFile identifies a database file as it is on disk, and as what it is
+// read: a reload that finds the file changed (rebuilt, or replaced by a
+// newer release) opens it anew.
 type geoFile struct {
 	path     string
+	asn      bool // read as an ASN database (asn_db), not a country one
 	size     int64
 	modified time.Time
 }
 
-// geoDB is an open database in the pool.
-type geoDB struct{ *geo.DB }
+// pooledDB is an open database in the pool.
+type pooledDB[T interface{ Close() error }] struct{ db T }
 
 // Destruct closes the database when its last user is gone.
-func (db geoDB) Destruct() error { return db.Close() }
+func (p pooledDB[T]) Destruct() error { return p.db.Close() }
 
-// openGeo returns the database at path, shared with earlier configs if the
-// file has not changed since they opened it, and the pool key to release.
-func openGeo(path string) (*geo.DB, geoFile, error) {
-	key := geoFile{path: path}
+// openPooled returns the database at path, read by open (as an ASN
+// database if asn), shared with earlier configs if the file has not
+// changed since they opened it, and the pool key to release.
+func openPooled[T interface{ Close() error }](path string, asn bool, open func(string) (T, error)) (T, geoFile, error) {
+	key := geoFile{path: path, asn: asn}
 	if fi, err := os.Stat(path); err == nil {
 		key.size, key.modified = fi.Size(), fi.ModTime()
 	}
 	v, _, err := geoDatabases.LoadOrNew(key, func() (caddy.Destructor, error) {
-		db, err := geo.Open(path)
+		db, err := open(path)
 		if err != nil {
 			return nil, err
 		}
-		return geoDB{db}, nil
+		return pooledDB[T]{db}, nil
 	})
 	if err != nil {
-		return nil, key, err
+		var zero T
+		return zero, key, err
 	}
-	return v.(geoDB).DB, key, nil
+	return v.(pooledDB[T]).db, key, nil
 }
 
 // country is the client's country for one request, looked up once for all
@@ -99,7 +103,7 @@ func provisionCountries(path, header string, logger *zap.Logger) (*countries, er
 	if path == "" {
 		return c, nil
 	}
-	db, file, err := openGeo(caddy.NewReplacer().ReplaceKnown(path, ""))
+	db, file, err := openPooled(caddy.NewReplacer().ReplaceKnown(path, ""), false, geo.Open)
 	if err != nil {
 		return nil, err
 	}
@@ -117,12 +121,16 @@ func provisionCountries(path, header string, logger *zap.Logger) (*countries, er
 }
 
 // cleanup releases the database.
-func (c *countries) cleanup() error {
-	if c.file == nil {
+func (c *countries) cleanup() error { return release(&c.file) }
+
+// release releases a database's key in geoDatabases, once: *file is nil
+// after.
+func release(file **geoFile) error {
+	if *file == nil {
 		return nil
 	}
-	_, err := geoDatabases.Delete(*c.file)
-	c.file = nil
+	_, err := geoDatabases.Delete(**file)
+	*file = nil
 	return err
 }
 
@@ -170,14 +178,15 @@ var countryValues = func() (t [26 * 26]any) {
 	return t
 }()
 
-// emptyCountry is the placeholder's value for an unknown country.
-var emptyCountry any = ""
+// emptyValue is the value of a placeholder for an unknown country or
+// autonomous system.
+var emptyValue any = ""
 
 // boxedCountry is code, an upper-case two-letter code or "", as an
 // interface value.
 func boxedCountry(code string) any {
 	if len(code) != 2 || code[0] < 'A' || code[0] > 'Z' || code[1] < 'A' || code[1] > 'Z' {
-		return emptyCountry
+		return emptyValue
 	}
 	return countryValues[int(code[0]-'A')*26+int(code[1]-'A')]
 }

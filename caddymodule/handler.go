@@ -154,11 +154,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if _, err := h.app.MissingFor(&r.Rule); err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}
-		for _, src := range append(ptrs(r.keys), &r.tierSource) {
-			if src.kind == sourceJWT {
-				src.tokens = h.app.tokens
-			}
-		}
+		r.attachSources(h.app)
 		if h.app.Cluster != nil && r.Scope != ruleconfig.ScopeNode && r.Store != ruleconfig.StoreRedis {
 			r.clustered = true
 			r.hash = gossip.KeyHash(r.Name)
@@ -205,6 +201,19 @@ func (h *Handler) Cleanup() error {
 		registry.release(r.Name)
 	}
 	return nil
+}
+
+// attachSources gives the rule's key and tier sources what they read of
+// the app: its token verifier (jwt), its ASN database (asn).
+func (r *rule) attachSources(a *App) {
+	for _, src := range append(ptrs(r.keys), &r.tierSource) {
+		switch src.kind {
+		case sourceJWT:
+			src.tokens = a.tokens
+		case sourceASN:
+			src.asns = a.asn
+		}
+	}
 }
 
 // ptrs points at each element of s.

@@ -2,8 +2,8 @@ package caddymodule
 
 // What the admin API and the dashboard (package caddymodule/admin) read of
 // the running config, and what they change in it: the rules in force, by
-// name, and each one's state; the running config's cluster node and
-// geoip database.
+// name, and each one's state; the running config's cluster node, geoip
+// database and ASN database.
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/internal/clusternode"
 	"github.com/edgebyte/edgelimit/limiter"
@@ -156,4 +157,18 @@ func Country(addr netip.Addr) (string, bool) {
 		return "", false
 	}
 	return app.geoDB().Country(addr)
+}
+
+// ASN is the autonomous system the running config's ASN database gives
+// addr, or, for n > 0 (addr ignored), the system numbered n that it
+// names; false without a database or for what it does not know.
+func ASN(addr netip.Addr, n uint32) (*geo.AS, bool) {
+	app := activeApp.Load()
+	if app == nil || app.asn == nil {
+		return nil, false
+	}
+	if n > 0 {
+		return app.asn.db.System(n)
+	}
+	return app.asn.db.Lookup(addr)
 }

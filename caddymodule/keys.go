@@ -20,6 +20,7 @@ type keySource struct {
 	mask   bool    // shorten a value that is an IP address to v4/v6 bits (ipv4_prefix, ipv6_prefix)
 	inText bool    // for sourcePlaceholder: the text holds a header, query or cookie placeholder
 	tokens *tokens // for sourceJWT: the app's, set at provision
+	asns   *asnDB  // for sourceASN: the app's, set at provision
 }
 
 type sourceKind uint8
@@ -33,13 +34,14 @@ const (
 	sourceCookie
 	sourcePlaceholder
 	sourceJWT
+	sourceASN
 )
 
 // keySeparator joins the parts of a composite key; it cannot appear in a
 // header value.
 const keySeparator = "\x1f"
 
-// parseKeySources reads `by` words: "ip", "ip/24", "ip/24/64", "user_id",
+// parseKeySources reads `by` words: "ip", "ip/24", "ip/24/64", "asn", "user_id",
 // "header NAME", "query NAME", "cookie NAME", "static TEXT", or placeholder
 // text.
 func parseKeySources(by []string) ([]keySource, error) {
@@ -76,6 +78,8 @@ func parseKeySource(word string) (keySource, error) {
 		return parseIPPrefixSource(kind)
 	case kind == "user_id" && arg == "":
 		return keySource{kind: sourceUserID}, nil
+	case kind == "asn" && arg == "":
+		return keySource{kind: sourceASN}, nil
 	case kind == "header":
 		return needArg(sourceHeader)
 	case kind == "query":
@@ -91,7 +95,7 @@ func parseKeySource(word string) (keySource, error) {
 	case strings.Contains(word, "{"):
 		return placeholderSource(word), nil
 	}
-	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], user_id, header NAME, query NAME, cookie NAME, jwt CLAIM, static TEXT or a {placeholder}", word)
+	return keySource{}, fmt.Errorf("by %q: want ip, ip/V4LEN[/V6LEN], asn, user_id, header NAME, query NAME, cookie NAME, jwt CLAIM, static TEXT or a {placeholder}", word)
 }
 
 // placeholderSources are the placeholders that name one request header,
@@ -224,6 +228,8 @@ func (src keySource) raw(q *request) string {
 			return ""
 		}
 		return prefixOf(addr, src.v4, src.v6)
+	case sourceASN:
+		return asnKey(q.asn(src.asns))
 	case sourceUserID:
 		v, _ := repl.GetString("http.auth.user.id")
 		return v

@@ -311,7 +311,8 @@ func sampleDenials(core zapcore.Core) zapcore.Core {
 const exceededEvent = "rate_limit_exceeded"
 
 // logDenial logs a denial at info (sampled); the key only with log_key,
-// the client's country only for a rule with geo_multiplier. A denial that
+// the client's country only for a rule with geo_multiplier, its
+// autonomous system only for a rule that uses it (asnShown). A denial that
 // is served (shadow) logs and emits nothing else.
 func (h *Handler) logDenial(ru *rule, q *request, key string, d *limiter.Decision, shadow bool) {
 	if !h.denials.Core().Enabled(zap.InfoLevel) { // no entry, no clock read, at level WARN and above
@@ -336,12 +337,16 @@ func (h *Handler) logDenial(ru *rule, q *request, key string, d *limiter.Decisio
 	if ru.hasGeo {
 		fields = append(fields, zap.String("country", q.where.code))
 	}
+	if ru.usesASN {
+		fields = append(fields, zap.String("asn", asnShown(q)))
+	}
 	ce.Write(fields...)
 }
 
 // emitDenial emits the rate_limit_exceeded event, if anything listens:
 // the rule, the client IP, the wait in whole seconds, the key only with
-// log_key, and the country for a rule with geo_multiplier.
+// log_key, the country for a rule with geo_multiplier, and the autonomous
+// system for a rule that uses it.
 func (h *Handler) emitDenial(ru *rule, q *request, key string, retryAfter int64) {
 	if h.events == nil || !h.events.ShouldEmit(exceededEvent) {
 		return
@@ -356,6 +361,9 @@ func (h *Handler) emitDenial(ru *rule, q *request, key string, retryAfter int64)
 	}
 	if ru.hasGeo {
 		data["country"] = q.where.code
+	}
+	if ru.usesASN {
+		data["asn"] = asnShown(q)
 	}
 	h.events.Emit(h.ctx, exceededEvent, data)
 }

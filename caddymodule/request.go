@@ -12,12 +12,13 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/geo"
 )
 
 // request is one request as a handler's rules read it. What several rules
 // may need is resolved at the first rule that needs it, then kept: the
 // client address (looked up once, however many rules and key sources read
-// it) and the country. It lives on ServeHTTP's stack.
+// it), the country and the autonomous system. It lives on ServeHTTP's stack.
 type request struct {
 	r    *http.Request
 	repl *caddy.Replacer
@@ -26,6 +27,7 @@ type request struct {
 	ip     string // the client address, once ipDone
 	ipDone bool
 	where  country
+	net    network
 }
 
 // readRequest is r as the rules read it, decided at now.
@@ -44,11 +46,14 @@ func (q *request) clientIP() string {
 // country is the client's country (see country.of), looked up once.
 func (q *request) country(a *App) (string, bool) { return q.where.of(a, q) }
 
+// asn is the client's autonomous system (see network.of), looked up once.
+func (q *request) asn(nets *asnDB) (*geo.AS, bool) { return q.net.of(nets, q) }
+
 // facts is what one rule decides a request by.
 type facts struct {
 	key   string
 	cost  int64
-	scale float64 // the tier's and the country's factors
+	scale float64 // the tier's, the country's and the network's factors
 }
 
 // factsOf resolves what ru decides q by. use is false when ru does not
@@ -88,6 +93,9 @@ func (ru *rule) factsOf(a *App, q *request) (f facts, use bool, err error) {
 	scale := ru.tierScale(q)
 	if ru.hasGeo {
 		scale *= ru.geo.For(q.country(a))
+	}
+	if ru.hasASN {
+		scale *= ru.asn.For(q.asn(a.asn))
 	}
 	return facts{key: key, cost: cost, scale: scale}, true, nil
 }

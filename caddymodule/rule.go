@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,9 @@ type rule struct {
 	calendar bool   // a limit is a calendar period: RateLimit-Policy shows the period in force
 	geo      geo.Multipliers
 	hasGeo   bool // geo_multiplier is set
+	asn      geo.ASNMultipliers
+	hasASN   bool // asn_multiplier is set
+	usesASN  bool // asn_multiplier, or a key or tier by asn: logs and events show the ASN
 
 	clustered  bool               // scope cluster, with a cluster
 	store      *ruleStore         // store redis: its state in Redis
@@ -76,6 +80,10 @@ func newRule(cfg ruleconfig.Rule) (*rule, error) {
 		return nil, fmt.Errorf("geo_multiplier: %v", err)
 	}
 	r.hasGeo = len(r.GeoMultiplier) > 0
+	if r.asn, err = geo.ASNMultipliersFromMap(r.ASNMultiplier); err != nil {
+		return nil, fmt.Errorf("asn_multiplier: %v", err)
+	}
+	r.hasASN = len(r.ASNMultiplier) > 0
 	if r.tiers, err = ruleconfig.ParseTiers(r.Tiers, r.Limits); err != nil {
 		return nil, err
 	}
@@ -89,6 +97,8 @@ func newRule(cfg ruleconfig.Rule) (*rule, error) {
 			return nil, fmt.Errorf("tier_by: %v", err)
 		}
 	}
+	r.usesASN = r.hasASN || r.tierSource.kind == sourceASN && r.tiers != nil ||
+		slices.ContainsFunc(r.keys, func(k keySource) bool { return k.kind == sourceASN })
 	r.ietf = r.Headers == "" || r.Headers == ruleconfig.HeadersIETF || r.Headers == ruleconfig.HeadersBoth
 	r.legacy = r.Headers == ruleconfig.HeadersLegacy || r.Headers == ruleconfig.HeadersBoth
 	if r.abuse, err = newAbuse(&cfg); err != nil {

@@ -75,6 +75,10 @@ func TestRulesFileEveryField(t *testing.T) {
     limit: ["10 1m", "300 month"]
     tiers: {pro: [100/1m, 3000/month]}
     tier_by: header X-Plan
+  - name: networks
+    limit: 100 1m
+    by: asn
+    asn_multiplier: {AS16509: 0.1, 14061: 0, default: 1}
 `), "rules.yaml", "")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +86,8 @@ func TestRulesFileEveryField(t *testing.T) {
 	want := `[{"name":"everything","match":[{"path":["/a/*","/b"]}],"limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],"algorithm":"token_bucket","burst":5,"by":["header X-API-Key","ip/24"],"on_missing_key":"ip","cost":"2","shadow":true,"scope":"node","exempt":["10.0.0.0/8","192.0.2.1"],"headers":"both","retry_jitter":0.2,"max_keys":5000,"problem_json":true},` +
 		`{"name":"leaky","limits":[{"count":10,"window":1000000000}],"algorithm":"leaky_bucket","max_delay":500000000,"by":["static everyone"],"cost":"{http.request.header.X-Cost}","scope":"cluster"},` +
 		`{"name":"daily","limits":[{"count":1000,"period":"day"}],"timezone":"Europe/Berlin"},` +
-		`{"name":"quotas","limits":[{"count":10,"window":60000000000},{"count":300,"period":"month"}],"tiers":{"pro":["100/1m","3000/month"]},"tier_by":"header X-Plan"}]`
+		`{"name":"quotas","limits":[{"count":10,"window":60000000000},{"count":300,"period":"month"}],"tiers":{"pro":["100/1m","3000/month"]},"tier_by":"header X-Plan"},` +
+		`{"name":"networks","limits":[{"count":100,"window":60000000000}],"by":["asn"],"asn_multiplier":{"AS14061":0,"AS16509":0.1,"default":1}}]`
 	if got := rulesJSON(t, rules); got != want {
 		t.Errorf("rules:\n got %s\nwant %s", got, want)
 	}
@@ -115,6 +120,7 @@ func TestRulesFileErrors(t *testing.T) {
 		{"rate_limit:\n  - limit: 5 1m\n    burst: -1\n", "burst -1: must be a whole number from 0 to 4294967295, at r.yaml:3"},
 		{"rate_limit:\n  - limit: 5 1m\n    by: header\n", "by header: want a name, as in `by header NAME`, at r.yaml:3"},
 		{"rate_limit:\n  - limit: 5 1m\n    geo_multiplier: {RUS: 2}\n", `geo_multiplier: argument 1 "RUS": not an ISO 3166-1 alpha-2 country code`},
+		{"rate_limit:\n  - limit: 5 1m\n    asn_multiplier: {AS15169: 1, 15169: 2}\n", `asn_multiplier: argument 3 "15169": AS15169 given twice, at r.yaml:3`},
 		{"rate_limit:\n  - limit: 5 1m\n    shadow: maybe\n", "shadow: want true or false, at r.yaml:3"},
 		{"rate_limit:\n  - limit: 5 1m\n    scope: everywhere\n", `scope "everywhere": want cluster or node, at r.yaml:3`},
 		{"rate_limit:\n  - limit: 5 1m\n    scope: [node, cluster]\n", "wrong argument count or unexpected line ending after 'node', at r.yaml:3"},

@@ -40,6 +40,7 @@ func newTestHandler(tb testing.TB, app *App, clustered bool, rules ...ruleconfig
 			tb.Fatal(err)
 		}
 		r.clustered = clustered
+		r.attachSources(app)
 		cfg := r.LimiterConfig()
 		cfg.Shares = clustered
 		if r.lim, err = limiter.New(cfg); err != nil {

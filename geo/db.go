@@ -60,31 +60,11 @@ func Open(path string) (*DB, error) {
 	fail := func(format string, args ...any) (*DB, error) {
 		return nil, fmt.Errorf("loading geoip database %q: "+format, append([]any{path}, args...)...)
 	}
-	fi, err := os.Stat(path)
+	r, err := openVerified(path, mapFile)
 	if err != nil {
-		return fail("%w", unwrapPath(err))
-	}
-	if !fi.Mode().IsRegular() {
-		return fail("not a regular file")
-	}
-	if fi.Size() == 0 {
-		return fail("file is empty")
-	}
-	r, err := maxminddb.Open(path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return fail("%w", pe.Err)
-		}
-		return fail("not a valid MaxMind database: %w", err)
+		return fail("%w", err)
 	}
 	defer func() { _ = r.Close() }() // unmaps the file: the DB keeps nothing of it
-	if err := r.Verify(); err != nil {
-		return fail("corrupt MaxMind database: %w", err)
-	}
-	if err := checkShared(r); err != nil {
-		return fail("corrupt MaxMind database: %w", err)
-	}
 	if !hasCountries(r) {
 		return fail("database type %q has no country data (country.iso_code); "+
 			"use a Country or City database", r.Metadata.DatabaseType)
@@ -103,6 +83,52 @@ func Open(path string) (*DB, error) {
 	}
 	return db, nil
 }
+
+// openVerified opens the database at path with open (openFile) and checks
+// the whole of it (Verify and checkShared). Its errors say what is wrong
+// without naming the path, which the caller's do.
+func openVerified(path string, open func(string) (*maxminddb.Reader, error)) (*maxminddb.Reader, error) {
+	r, err := openFile(path, open)
+	if err != nil {
+		return nil, err
+	}
+	err = r.Verify()
+	if err == nil {
+		err = checkShared(r)
+	}
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("corrupt MaxMind database: %w", err)
+	}
+	return r, nil
+}
+
+// openFile opens the database at path with open, after checking that it
+// is a regular, non-empty file.
+func openFile(path string, open func(string) (*maxminddb.Reader, error)) (*maxminddb.Reader, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() == 0 {
+		return nil, errors.New("file is empty")
+	}
+	r, err := open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, pe.Err
+		}
+		return nil, fmt.Errorf("not a valid MaxMind database: %w", err)
+	}
+	return r, nil
+}
+
+// mapFile opens the database at path memory-mapped.
+func mapFile(path string) (*maxminddb.Reader, error) { return maxminddb.Open(path) }
 
 // unwrapPath drops the *fs.PathError around err, whose message repeats
 // the path that Open's errors already name.

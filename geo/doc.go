@@ -1,5 +1,6 @@
-// Package geo tells which country a client address is in, and what factor
-// a rule's geo_multiplier gives that country.
+// Package geo tells which country and which autonomous system a client
+// address is in, and what factor a rule's geo_multiplier gives that country
+// and its asn_multiplier that system.
 //
 // A DB reads a MaxMind-format database: GeoLite2 or GeoIP2 Country or City,
 // DB-IP Country or City, or any .mmdb whose records hold country.iso_code.
@@ -32,6 +33,17 @@
 //
 //	code, ok := db.Country(clientIP)
 //	factor := multipliers.For(code, ok) // 0 blocks
+//
+// An ASNDB reads an ASN database (GeoLite2-ASN, GeoIP2-ISP, or any .mmdb
+// whose records hold autonomous_system_number): OpenASN checks the file as
+// Open does and refuses one without AS numbers (a Country database, say),
+// then keeps the database's bytes in memory, with one AS per autonomous
+// system, so that ASNDB.Lookup allocates nothing. ASNMultipliers are the
+// per-system factors, in the same two forms ("AS15169 0.5 default 1";
+// {"AS15169": 0.5}).
+//
+//	as, ok := asns.Lookup(clientIP) // as.Key is "AS15169"
+//	factor *= asnMultipliers.For(as, ok)
 //
 // The package is plain Go: it never imports Caddy, so it is tested and
 // fuzzed without a server.

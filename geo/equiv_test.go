@@ -113,14 +113,30 @@ func checkEquivalent(t *testing.T, tdb testDB, nRandom int) {
 	t.Helper()
 	db := openDB(t, tdb.path)
 	ref := newReference(t, tdb.path)
+	got := func(addr netip.Addr) string {
+		code, ok := db.Country(addr)
+		if ok != (code != "") {
+			return "ok mismatch"
+		}
+		return code
+	}
+	if checkLookups(t, "Country", tdb, nRandom, got, ref.country) > 0 {
+		t.Logf("%s: %+v", tdb.path, db.Info())
+	}
+}
+
+// checkLookups compares got with want (maxminddb's answers) on the
+// addresses that checkEquivalent lists, and returns the number of
+// differences.
+func checkLookups(t *testing.T, name string, tdb testDB, nRandom int, got, want func(netip.Addr) string) int {
+	t.Helper()
+	ref := newReference(t, tdb.path)
 	rng := rand.New(rand.NewPCG(uint64(len(tdb.data)), 7))
 	fails := 0
 	check := func(addr netip.Addr) {
-		want := ref.country(addr)
-		code, ok := db.Country(addr)
-		if (code != want || ok != (want != "")) && fails < 20 {
+		if g, w := got(addr), want(addr); g != w && fails < 20 {
 			fails++
-			t.Errorf("Country(%s) = %q, %v; maxminddb says %q", addr, code, ok, want)
+			t.Errorf("%s(%s) = %q; maxminddb says %q", name, addr, g, w)
 		}
 	}
 	checkAll := func(addr netip.Addr) {
@@ -166,9 +182,7 @@ func checkEquivalent(t *testing.T, tdb testDB, nRandom int) {
 			check(a.WithZone("eth0"))
 		}
 	}
-	if fails > 0 {
-		t.Logf("%s: %+v", tdb.path, db.Info())
-	}
+	return fails
 }
 
 // randomNetworks returns n networks of random places and sizes, over

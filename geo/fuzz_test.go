@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/maxmind/mmdbwriter/mmdbtype"
@@ -22,9 +23,10 @@ var fuzzAddrs = []netip.Addr{
 	netip.MustParseAddr("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
 }
 
-// FuzzOpen writes random bytes to a file: Open never panics, and when it
-// accepts them, Country never panics and returns an upper-case two-letter
-// code when ok.
+// FuzzOpen writes random bytes to a file: Open, OpenASN and CheckASN never
+// panic; when Open accepts them, Country never panics and returns an
+// upper-case two-letter code when ok; when OpenASN does, so does CheckASN,
+// and Lookup returns an AS with its number when ok.
 func FuzzOpen(f *testing.F) {
 	for _, db := range []testDB{
 		buildDB(f, "GeoLite2-Country", 6, 24, countryNetworks()[:3]),
@@ -40,6 +42,17 @@ func FuzzOpen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
+		}
+		checkErr := CheckASN(path)
+		if asns, err := OpenASN(path); err == nil {
+			if checkErr != nil {
+				t.Fatalf("OpenASN accepts what CheckASN refuses: %v", checkErr)
+			}
+			for _, addr := range fuzzAddrs {
+				if as, ok := asns.Lookup(addr); ok != (as != nil) || ok && (as.Number == 0 || as.Key != "AS"+strconv.FormatUint(uint64(as.Number), 10)) {
+					t.Fatalf("Lookup(%s) = %+v, %v", addr, as, ok)
+				}
+			}
 		}
 		db, err := Open(path)
 		if err != nil {

@@ -1,6 +1,7 @@
 package geo
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,9 +21,15 @@ import (
 // once made, so it is safe for concurrent use, and copies share their
 // table.
 type Multipliers struct {
-	factors map[uint16]float64 // by codeIndex
-	def     float64
-	hasDef  bool
+	t factors[uint16] // by codeIndex
+}
+
+// factors are factors by key (a country's codeIndex, an AS number) and a
+// default: what Multipliers and ASNMultipliers share.
+type factors[K cmp.Ordered] struct {
+	by     map[K]float64
+	def    float64
+	hasDef bool
 }
 
 // defaultKey names the default factor, in either form.
@@ -33,17 +40,43 @@ const defaultKey = "default"
 // default if the country has none, if ok is false, or if code is not a
 // two-letter code. For allocates nothing.
 func (m Multipliers) For(code string, ok bool) float64 {
-	if ok && m.factors != nil {
-		if i := stringIndex(code); i >= 0 {
-			if f, found := m.factors[uint16(i)]; found {
-				return f
-			}
+	i := stringIndex(code)
+	return m.t.of(uint16(max(i, 0)), ok && i >= 0)
+}
+
+// of is k's factor if ok and k has one, else the default.
+func (t factors[K]) of(k K, ok bool) float64 {
+	if ok && t.by != nil {
+		if f, found := t.by[k]; found {
+			return f
 		}
 	}
-	if m.hasDef {
-		return m.def
+	if t.hasDef {
+		return t.def
 	}
 	return 1
+}
+
+// keyKind is what the factors of one kind of key need: reading a key and
+// showing it.
+type keyKind[K cmp.Ordered] struct {
+	parse   func(string) (K, error)
+	show    func(K) string // as Map and String give it
+	noun    string         // before a key in errors: "country RU given twice"
+	example string         // of the Caddyfile form, for the error on no arguments
+}
+
+// countryKeys are Multipliers' keys: countries' codeIndex.
+var countryKeys = keyKind[uint16]{
+	parse: func(key string) (uint16, error) {
+		if !IsCountryCode(key) {
+			return 0, fmt.Errorf("not an ISO 3166-1 alpha-2 country code (two letters, such as US) or %q", defaultKey)
+		}
+		return uint16(stringIndex(key)), nil
+	},
+	show:    func(i uint16) string { return codeStrings[i] },
+	noun:    "country ",
+	example: "expected country codes and factors, such as: RU 1.5 default 0.5",
 }
 
 // ParseMultipliers parses the arguments of the Caddyfile form, pairs of a
@@ -56,27 +89,34 @@ func (m Multipliers) For(code string, ok bool) float64 {
 // a missing factor or no arguments at all are errors; an error names the
 // argument at fault by its position, counting from 1.
 func ParseMultipliers(args []string) (Multipliers, error) {
-	var b builder
+	t, err := parseFactors(countryKeys, args)
+	return Multipliers{t}, err
+}
+
+// parseFactors parses the Caddyfile form of factors of keys of kind.
+func parseFactors[K cmp.Ordered](kind keyKind[K], args []string) (factors[K], error) {
+	var b builder[K]
+	b.kind = kind
 	if len(args) == 0 {
-		return Multipliers{}, errors.New("expected country codes and factors, such as: RU 1.5 default 0.5")
+		return factors[K]{}, errors.New(kind.example)
 	}
 	for i := 0; i < len(args); i += 2 {
 		key := args[i]
 		if i+1 == len(args) {
-			return Multipliers{}, fmt.Errorf("argument %d %q: no factor follows", i+1, key)
+			return factors[K]{}, fmt.Errorf("argument %d %q: no factor follows", i+1, key)
 		}
 		if err := b.addKey(key); err != nil {
-			return Multipliers{}, fmt.Errorf("argument %d %q: %w", i+1, key, err)
+			return factors[K]{}, fmt.Errorf("argument %d %q: %w", i+1, key, err)
 		}
 		f, err := parseFactor(args[i+1])
 		if err == nil {
 			err = b.setFactor(f)
 		}
 		if err != nil {
-			return Multipliers{}, fmt.Errorf("argument %d %q (factor for %s): %w", i+2, args[i+1], key, err)
+			return factors[K]{}, fmt.Errorf("argument %d %q (factor for %s): %w", i+2, args[i+1], key, err)
 		}
 	}
-	return b.m, nil
+	return b.t, nil
 }
 
 // FromMap makes Multipliers from the JSON and YAML form, country codes and
@@ -87,32 +127,41 @@ func ParseMultipliers(args []string) (Multipliers, error) {
 // Keys and factors are checked as in ParseMultipliers (a code in both
 // cases is given twice); an error names the key at fault. An empty or nil
 // map gives the zero Multipliers.
-func FromMap(factors map[string]float64) (Multipliers, error) {
-	var b builder
-	for _, key := range slices.Sorted(maps.Keys(factors)) {
+func FromMap(m map[string]float64) (Multipliers, error) {
+	t, err := factorsFromMap(countryKeys, m)
+	return Multipliers{t}, err
+}
+
+// factorsFromMap reads the JSON form of factors of keys of kind.
+func factorsFromMap[K cmp.Ordered](kind keyKind[K], m map[string]float64) (factors[K], error) {
+	var b builder[K]
+	b.kind = kind
+	for _, key := range slices.Sorted(maps.Keys(m)) {
 		if err := b.addKey(key); err != nil {
-			return Multipliers{}, fmt.Errorf("key %q: %w", key, err)
+			return factors[K]{}, fmt.Errorf("key %q: %w", key, err)
 		}
-		if err := b.setFactor(factors[key]); err != nil {
-			return Multipliers{}, fmt.Errorf("key %q: factor %v: %w", key, factors[key], err)
+		if err := b.setFactor(m[key]); err != nil {
+			return factors[K]{}, fmt.Errorf("key %q: factor %v: %w", key, m[key], err)
 		}
 	}
-	return b.m, nil
+	return b.t, nil
 }
 
 // Map returns the JSON and YAML form: upper-case codes and, if set,
 // "default", mapped to their factors; nil for the zero Multipliers.
 // FromMap(m.Map()) equals m.
-func (m Multipliers) Map() map[string]float64 {
-	if len(m.factors) == 0 && !m.hasDef {
+func (m Multipliers) Map() map[string]float64 { return m.t.toMap(countryKeys) }
+
+func (t factors[K]) toMap(kind keyKind[K]) map[string]float64 {
+	if len(t.by) == 0 && !t.hasDef {
 		return nil
 	}
-	out := make(map[string]float64, len(m.factors)+1)
-	for i, f := range m.factors {
-		out[codeStrings[i]] = f
+	out := make(map[string]float64, len(t.by)+1)
+	for k, f := range t.by {
+		out[kind.show(k)] = f
 	}
-	if m.hasDef {
-		out[defaultKey] = m.def
+	if t.hasDef {
+		out[defaultKey] = t.def
 	}
 	return out
 }
@@ -121,67 +170,70 @@ func (m Multipliers) Map() map[string]float64 {
 // alphabetical order, then the default if set, factors in their shortest
 // form ("RU 1.5 US 1 default 0.5"); "" for the zero Multipliers.
 // ParseMultipliers(strings.Fields(m.String())) equals m.
-func (m Multipliers) String() string {
+func (m Multipliers) String() string { return m.t.text(countryKeys) }
+
+// text is the Caddyfile form, keys in their order.
+func (t factors[K]) text(kind keyKind[K]) string {
 	var sb strings.Builder
-	for _, i := range slices.Sorted(maps.Keys(m.factors)) {
+	pair := func(key string, f float64) {
 		if sb.Len() > 0 {
 			sb.WriteByte(' ')
 		}
-		sb.WriteString(codeStrings[i])
-		sb.WriteByte(' ')
-		sb.WriteString(strconv.FormatFloat(m.factors[i], 'g', -1, 64))
+		sb.WriteString(key + " " + strconv.FormatFloat(f, 'g', -1, 64))
 	}
-	if m.hasDef {
-		if sb.Len() > 0 {
-			sb.WriteByte(' ')
-		}
-		sb.WriteString(defaultKey + " " + strconv.FormatFloat(m.def, 'g', -1, 64))
+	for _, k := range slices.Sorted(maps.Keys(t.by)) {
+		pair(kind.show(k), t.by[k])
+	}
+	if t.hasDef {
+		pair(defaultKey, t.def)
 	}
 	return sb.String()
 }
 
-// builder makes a Multipliers one key and factor at a time.
-type builder struct {
-	m   Multipliers
-	key int // the codeIndex of the key added last, or -1 for default
+// builder makes factors one key and factor at a time.
+type builder[K cmp.Ordered] struct {
+	kind  keyKind[K]
+	t     factors[K]
+	key   K
+	isDef bool // the key added last is default
 }
 
-// addKey checks a country code or "default" and that it is new.
-func (b *builder) addKey(key string) error {
+// addKey checks a key or "default" and that it is new.
+func (b *builder[K]) addKey(key string) error {
 	if strings.EqualFold(key, defaultKey) {
-		if b.m.hasDef {
+		if b.t.hasDef {
 			return errors.New("default given twice")
 		}
-		b.m.hasDef, b.key = true, -1
+		b.t.hasDef, b.isDef = true, true
 		return nil
 	}
-	if !IsCountryCode(key) {
-		return fmt.Errorf("not an ISO 3166-1 alpha-2 country code (two letters, such as US) or %q", defaultKey)
+	k, err := b.kind.parse(key)
+	if err != nil {
+		return err
 	}
-	i := stringIndex(key)
-	if _, dup := b.m.factors[uint16(i)]; dup {
-		return fmt.Errorf("country %s given twice", codeStrings[i])
+	if _, dup := b.t.by[k]; dup {
+		return fmt.Errorf("%s%s given twice", b.kind.noun, b.kind.show(k))
 	}
-	if b.m.factors == nil {
-		b.m.factors = make(map[uint16]float64)
+	if b.t.by == nil {
+		b.t.by = make(map[K]float64)
 	}
-	b.m.factors[uint16(i)] = 1 // set by setFactor
-	b.key = i
+	b.t.by[k] = 1 // set by setFactor
+	b.key, b.isDef = k, false
 	return nil
 }
 
 // setFactor checks the factor of the key added last, and sets it.
-func (b *builder) setFactor(f float64) error {
+func (b *builder[K]) setFactor(f float64) error {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return errors.New("factor is not a finite number")
 	}
 	if f < 0 || math.Signbit(f) {
 		return errors.New("factor is negative")
 	}
-	if b.key < 0 {
-		b.m.def = f
+	if b.isDef {
+		b.t.def = f
 	} else {
-		b.m.factors[uint16(b.key)] = f
+		b.t.by[b.key] = f
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func init() {
 //	    max_held        <count>                # leaky_bucket only: requests held at once
 //	    max_concurrent  <count>                # requests of a key in flight at once; with limits or alone
 //	    lease_timeout   <duration>             # max_concurrent with store redis: a lease's life; default 1m
-//	    by              <source...>            # repeatable; ip | ip/V4[/V6] | user_id | header <name> | query <name> | cookie <name> | jwt <claim> | static <text> | {placeholder}
+//	    by              <source...>            # repeatable; ip | ip/V4[/V6] | asn | user_id | header <name> | query <name> | cookie <name> | jwt <claim> | static <text> | {placeholder}
 //	    on_missing_key  skip|ip|deny
 //	    cost            <count>|<placeholder>
 //	    cost_header     <header>               # the response says the units it took; not leaky_bucket
@@ -47,6 +47,7 @@ func init() {
 //	    ipv6_prefix     <bits>                 # to its network
 //	    scope           cluster|node           # default cluster when the global option has a cluster
 //	    geo_multiplier  <CC> <factor>... [default <factor>]
+//	    asn_multiplier  <ASN> <factor>... [default <factor>]  # AS15169 or 15169
 //	    tier            <name> <count>/<window>...  # repeatable
 //	    tier_by         <source>
 //	    key_hash        sha256

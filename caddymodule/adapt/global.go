@@ -17,6 +17,7 @@ import (
 	"github.com/edgebyte/edgelimit/caddymodule/appconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/caddymodule/rulesyntax"
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/gossip"
 )
 
@@ -32,6 +33,7 @@ func init() {
 //	        geoip <path to a .mmdb file>
 //	        geoip_check_interval <duration>   # read a changed file without a reload
 //	        geo_header <header name>
+//	        asn_db <path to an ASN .mmdb file>  # checked here, to name the line, unless a {placeholder}
 //	        jwt {
 //	            hmac_secret     <secret>        # {env.JWT_SECRET}
 //	            public_key_file <pem file>      # repeatable
@@ -118,6 +120,18 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			}
 			if d.NextArg() {
 				return d.Errf("%s: expected one argument, got also %q", sub, d.Val())
+			}
+
+		case "asn_db":
+			if err := rulesyntax.OneArg(d, &app.ASNDB); err != nil {
+				return err
+			}
+			// checked here to name the line; a placeholder ({env.ASN_DB})
+			// is left for load, which may be on another machine
+			if !strings.Contains(app.ASNDB, "{") {
+				if err := geo.CheckASN(app.ASNDB); err != nil {
+					return d.Errf("asn_db: %v", err)
+				}
 			}
 
 		case "geoip_check_interval":

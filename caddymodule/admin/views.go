@@ -3,6 +3,7 @@ package admin
 import (
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -59,11 +60,13 @@ type keyView struct {
 	// Escaped is true if Key is shown percent-escaped (see topKey).
 	Escaped bool   `json:"escaped,omitempty"`
 	Country string `json:"country,omitempty"`
+	network
 	// Tier is the tier the limits are shown at (?tier=NAME); the rule's
 	// own limits without one, as a tier is a request's, not a key's.
 	Tier string `json:"tier,omitempty"`
 	// Scale is the factor on the limits: the country's geo_multiplier
-	// factor times the tier's, 1 without either.
+	// factor times the network's asn_multiplier factor times the tier's, 1
+	// without any.
 	Scale float64 `json:"scale"`
 	// Allowed is whether a request of cost 1 would pass now.
 	Allowed bool `json:"allowed"`
@@ -104,7 +107,8 @@ type topKey struct {
 	// Escaped is true if Key is not UTF-8 text, and is shown
 	// percent-escaped, as GET …/keys/{key} takes it (JSON would show
 	// every such byte as U+FFFD).
-	Escaped   bool   `json:"escaped,omitempty"`
+	Escaped bool `json:"escaped,omitempty"`
+	network
 	Count     uint64 `json:"count"`
 	Error     uint64 `json:"error"`
 	Truncated bool   `json:"truncated,omitempty"`
@@ -113,7 +117,9 @@ type topKey struct {
 func (v *topKeysView) addEntries(es []topkeys.Entry) {
 	for _, e := range es {
 		key, escaped := jsonKey(e.Key)
-		v.Keys = append(v.Keys, topKey{Key: key, Escaped: escaped, Count: e.Count, Error: e.Error, Truncated: e.Truncated})
+		t := topKey{Key: key, Escaped: escaped, Count: e.Count, Error: e.Error, Truncated: e.Truncated}
+		t.network, _, _ = networkOfKey(e.Key)
+		v.Keys = append(v.Keys, t)
 	}
 }
 
@@ -184,6 +190,13 @@ func describeKey(e caddymodule.RuleState, key, tier string) keyView {
 		factors, _ := geo.FromMap(cfg.GeoMultiplier) // checked when the rule loaded
 		v.Scale = factors.For(code, ok)
 	}
+	var as *geo.AS
+	var known bool
+	v.network, as, known = networkOfKey(key)
+	if len(cfg.ASNMultiplier) > 0 {
+		factors, _ := geo.ASNMultipliersFromMap(cfg.ASNMultiplier) // checked when the rule loaded
+		v.Scale *= factors.For(as, known)
+	}
 	if tier != "" {
 		tiers, _ := ruleconfig.ParseTiers(cfg.Tiers, cfg.Limits) // checked when the rule loaded
 		v.Scale *= tiers[tier]                                   // serveKey checked that it is one
@@ -196,17 +209,50 @@ func describeKey(e caddymodule.RuleState, key, tier string) keyView {
 	return v
 }
 
+// network is the autonomous system of a key, as the admin API shows it
+// beside the key: the key's own for a key by asn, else that of the first
+// part of the key that is a client address or prefix (by ip, by ip/24),
+// from the running config's asn_db. Empty without one.
+type network struct {
+	ASN    string `json:"asn,omitempty"`     // "AS15169"
+	ASNOrg string `json:"asn_org,omitempty"` // "GOOGLE"
+}
+
+// networkOfKey is the network of a key, and its AS (nil if unknown).
+func networkOfKey(key string) (network, *geo.AS, bool) {
+	for part := range strings.SplitSeq(strings.TrimPrefix(key, "\x00"), "\x1f") {
+		var as *geo.AS
+		var ok bool
+		if digits, isAS := strings.CutPrefix(part, "AS"); isAS {
+			if n, err := strconv.ParseUint(digits, 10, 32); err == nil && n > 0 {
+				as, ok = caddymodule.ASN(netip.Addr{}, uint32(n))
+			}
+		} else if addr, isAddr := addrOfKey(part); isAddr {
+			as, ok = caddymodule.ASN(addr, 0)
+		}
+		if ok {
+			return network{ASN: as.Key, ASNOrg: as.Org}, as, true
+		}
+	}
+	return network{}, nil, false
+}
+
 // countryOfKey is the country the running config's geoip database gives a
 // key that is a client address or prefix (by ip, by ip/24).
 func countryOfKey(key string) (string, bool) {
-	key = strings.TrimPrefix(key, "\x00") // on_missing_key ip
-	addr, err := netip.ParseAddr(key)
-	if err != nil {
-		p, perr := netip.ParsePrefix(key)
-		if perr != nil {
-			return "", false
-		}
-		addr = p.Addr()
+	addr, ok := addrOfKey(strings.TrimPrefix(key, "\x00")) // on_missing_key ip
+	if !ok {
+		return "", false
 	}
 	return caddymodule.Country(addr)
+}
+
+// addrOfKey is the address of a key that is one, or the first address of
+// one that is a prefix.
+func addrOfKey(key string) (netip.Addr, bool) {
+	if addr, err := netip.ParseAddr(key); err == nil {
+		return addr, true
+	}
+	p, err := netip.ParsePrefix(key)
+	return p.Addr(), err == nil
 }

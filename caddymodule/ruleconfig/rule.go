@@ -145,6 +145,15 @@ type Rule struct {
 	// Default: 1 for every country.
 	GeoMultiplier map[string]float64 `json:"geo_multiplier,omitempty"`
 
+	// ASNMultiplier scales every limit and burst of the rule by the
+	// client's autonomous system, as GeoMultiplier does by country: AS
+	// numbers ("AS15169" or "15169") and "default" mapped to factors ≥ 0,
+	// as in {"AS15169": 0.5, "default": 1}. Rounding, 0 and the default
+	// are as in GeoMultiplier; clients whose system is unknown get the
+	// default. With GeoMultiplier too, both apply: their product. Needs
+	// the app's asn_db. Default: 1 for every system.
+	ASNMultiplier map[string]float64 `json:"asn_multiplier,omitempty"`
+
 	// Tiers are alternative limits by tier name: each gives one
 	// "COUNT/WINDOW" per limit of the rule, with the rule's windows and
 	// one factor for all of them ({"free": ["100/1m"], "pro":

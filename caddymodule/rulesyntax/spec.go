@@ -103,6 +103,7 @@ var inheritedFields = map[string]func(dst, src *ruleconfig.Rule){
 	"ipv4_prefix":     func(dst, src *ruleconfig.Rule) { dst.IPv4Prefix = src.IPv4Prefix },
 	"ipv6_prefix":     func(dst, src *ruleconfig.Rule) { dst.IPv6Prefix = src.IPv6Prefix },
 	"geo_multiplier":  func(dst, src *ruleconfig.Rule) { dst.GeoMultiplier = maps.Clone(src.GeoMultiplier) },
+	"asn_multiplier":  func(dst, src *ruleconfig.Rule) { dst.ASNMultiplier = maps.Clone(src.ASNMultiplier) },
 	"tier":            func(dst, src *ruleconfig.Rule) { dst.Tiers = maps.Clone(src.Tiers) },
 	"tier_by":         func(dst, src *ruleconfig.Rule) { dst.TierBy = src.TierBy },
 	"key_hash":        func(dst, src *ruleconfig.Rule) { dst.KeyHash = src.KeyHash },
@@ -384,6 +385,13 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 			return d.Errf("geo_multiplier: %v", err)
 		}
 		r.GeoMultiplier = m.Map()
+
+	case "asn_multiplier":
+		m, err := geo.ParseASNMultipliers(d.RemainingArgs())
+		if err != nil {
+			return d.Errf("asn_multiplier: %v", err)
+		}
+		r.ASNMultiplier = m.Map()
 
 	case "store":
 		return wordArg(d, sub, &r.Store)

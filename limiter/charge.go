@@ -57,7 +57,7 @@ func (l *Limiter) ChargeScaledAt(key string, now time.Time, cost int64, scale fl
 		return
 	}
 	p := l.plan.Load()
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
 	s.mu.Lock()
@@ -67,6 +67,7 @@ func (l *Limiter) ChargeScaledAt(key string, now time.Time, cost int64, scale fl
 	}
 	var buf [3]uint64
 	w := s.table.hold(slot, &buf)
+	w[0] |= dirtyBit
 	if ok {
 		w[0] |= refBit
 	}

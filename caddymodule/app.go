@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -65,6 +66,19 @@ type App struct {
 	// alone.
 	Cluster *appconfig.ClusterConfig `json:"cluster,omitempty"`
 
+	// PersistInterval is how often every rule's counters and blocks are
+	// written to Caddy's storage (the storage global option; by default
+	// the file system under Caddy's data directory), so that a restart
+	// goes on counting where the process stopped: only the keys changed
+	// since the last write are written, and once more at a graceful stop.
+	// A process killed without one loses at most this much counting.
+	// At least 100ms. Default: 1s.
+	PersistInterval caddy.Duration `json:"persist_interval,omitempty"`
+
+	// PersistOff turns the snapshots off: nothing is written or read, and
+	// a restart starts every rule afresh. Default: false (on).
+	PersistOff bool `json:"persist_off,omitempty"`
+
 	// Store is where rules with `store redis` keep their state: a Redis
 	// shared by every node, for exact global limits (see StoreConfig).
 	// Default: none; such rules then fail to load.
@@ -76,6 +90,7 @@ type App struct {
 	geo     *countries  // GeoIP and GeoHeader
 	cluster *clusterUse // Cluster
 	redis   *redisUse   // Store
+	persist *persistUse // PersistInterval, unless PersistOff (persist.go)
 
 	logger *zap.Logger
 	ctx    caddy.Context // the config's, for the http app at Start
@@ -89,6 +104,7 @@ type App struct {
 	stopOnce  sync.Once     // Stop and Cleanup may both stop the sweeping
 	stop      chan struct{} // made at Start
 	done      chan struct{}
+	persisted chan struct{} // the persist loop's done, if it runs
 }
 
 // CaddyModule returns the Caddy module information.
@@ -106,6 +122,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
+	}
+	if !a.PersistOff {
+		if a.PersistInterval == 0 {
+			a.PersistInterval = caddy.Duration(DefaultPersistInterval)
+		}
+		a.persist = &persistUse{storage: ctx.Storage(), interval: time.Duration(a.PersistInterval)}
 	}
 	if reg := ctx.GetMetricsRegistry(); reg != nil {
 		if err := registerMetrics(reg); err != nil {
@@ -152,6 +174,9 @@ func (a *App) Validate() error {
 	if a.SweepInterval != 0 && a.SweepInterval < caddy.Duration(MinSweepInterval) {
 		return fmt.Errorf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(a.SweepInterval), MinSweepInterval)
 	}
+	if a.PersistInterval != 0 && (a.PersistOff || a.PersistInterval < caddy.Duration(MinPersistInterval)) {
+		return fmt.Errorf("persist_interval %s: must be at least %s, without persist off", time.Duration(a.PersistInterval), MinPersistInterval)
+	}
 	if a.GeoHeader != "" && !httpguts.ValidHeaderFieldName(a.GeoHeader) {
 		return fmt.Errorf("geo_header %q: not a valid header name", a.GeoHeader)
 	}
@@ -174,6 +199,10 @@ func (a *App) Start() error {
 	}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	go a.sweep(time.Duration(a.SweepInterval), time.Duration(a.GeoIPCheckInterval))
+	if a.persist != nil {
+		a.persisted = make(chan struct{})
+		go a.persistLoop(a.stop, a.persisted)
+	}
 	a.running.Store(true)
 	return nil
 }
@@ -185,6 +214,11 @@ func (a *App) Start() error {
 func (a *App) commit() {
 	a.committed.Do(func() {
 		registry.commit(a, a.pending)
+		if a.persist != nil { // the process's first config: its rules are new
+			ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+			snapshots.restore(ctx, a.persist.storage, registry.list(), a.logger)
+			cancel()
+		}
 		for i := range a.pending {
 			a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)
 			a.pending[i].from = nil // adopted: let it go
@@ -204,11 +238,18 @@ var activeApp atomic.Pointer[App]
 // a core and slow every decision.
 const MinSweepInterval = time.Second
 
+// MinPersistInterval is the shortest persist_interval: each write scans
+// every key of every rule.
+const MinPersistInterval = 100 * time.Millisecond
+
 // Cleanup puts back the rules this config put in force if the config that
 // ran before it is still running (this one failed to start), so a config
 // that fails to load changes nothing.
 func (a *App) Cleanup() error {
 	a.Stop() // Caddy cleans up without stopping when a config fails after starting its apps
+	if a.persist != nil && activeApp.Load() == a {
+		a.finalWrite() // no config runs after this one: a graceful stop
+	}
 	registry.revert(a)
 	back := a.replaced
 	if back != nil && !back.running.Load() {
@@ -235,6 +276,9 @@ func (a *App) Stop() error {
 		if a.stop != nil { // started
 			close(a.stop)
 			<-a.done
+			if a.persisted != nil {
+				<-a.persisted
+			}
 		}
 	})
 	return nil

@@ -93,6 +93,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	describeAbuse(ch) // metrics_abuse.go
 	ch <- descInFlight
 	ch <- descConcurrentRefused
+	describePersist(ch) // metrics_persist.go
 	decisionSeconds.Describe(ch)
 }
 
@@ -149,6 +150,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(descStoreNodes, app.storeNodes())
 	}
 	collectCluster(ch)
+	collectPersist(ch)
 	decisionSeconds.Collect(ch)
 }
 

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"sync"
@@ -214,10 +213,8 @@ func (a *App) Start() error {
 func (a *App) commit() {
 	a.committed.Do(func() {
 		registry.commit(a, a.pending)
-		if a.persist != nil { // the process's first config: its rules are new
-			ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
-			snapshots.restore(ctx, a.persist.storage, registry.list(), a.logger)
-			cancel()
+		if a.persist != nil {
+			snapshots.restore(a.persist.storage, registry.list(), a.logger)
 		}
 		for i := range a.pending {
 			a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)

@@ -296,14 +296,19 @@ func (ps *persister) fail(logger *zap.Logger, name string, err error) {
 }
 
 // restore reads this instance's snapshots into the rules of entries whose
-// limiters hold no key yet (a process's first config), once a process.
+// limiters hold no key yet (a process's first config), once a process,
+// and remembers entries as the rules a graceful stop writes (if no write
+// came before it).
 // A snapshot that cannot be read is a warning naming its storage key, and
 // its rule starts afresh (or, for a bad delta, with what the objects
 // before it held); it never fails the config. Snapshots of rules not in
 // entries are left for the first write to delete.
-func (ps *persister) restore(ctx context.Context, st snapshotStorage, entries []ruleEntry, logger *zap.Logger) {
+func (ps *persister) restore(st snapshotStorage, entries []ruleEntry, logger *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	defer cancel()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.entries = entries
 	if ps.restored {
 		return
 	}

@@ -95,7 +95,7 @@ func TestPersistRoundTrip(t *testing.T) {
 
 	next := persistRule(t, name)
 	core, logs := observer.New(zap.InfoLevel)
-	(&persister{rules: map[string]*ruleWrites{}}).restore(ctx, st, []ruleEntry{next}, zap.New(core))
+	(&persister{rules: map[string]*ruleWrites{}}).restore(st, []ruleEntry{next}, zap.New(core))
 	if got := allowN(next, "k", 5); got != 1 {
 		t.Errorf("k: %d passed after the restore, want 1", got)
 	}
@@ -125,7 +125,7 @@ func TestPersistGenerations(t *testing.T) {
 
 	next := persistRule(t, "kept")
 	ps := &persister{rules: map[string]*ruleWrites{}}
-	ps.restore(ctx, st, []ruleEntry{next}, zap.NewNop())
+	ps.restore(st, []ruleEntry{next}, zap.NewNop())
 	ps.write(ctx, st, []ruleEntry{next}, false, zap.NewNop())
 	after := storageKeys(t, st)
 	if len(after) != 2 || !strings.Contains(after[0], "/blocks/kept") || !strings.Contains(after[1], "/rules/kept/") || after[1] == before[3] {
@@ -149,7 +149,7 @@ func TestPersistCorrupt(t *testing.T) {
 	}
 	next := persistRule(t, "r")
 	core, logs := observer.New(zap.WarnLevel)
-	(&persister{rules: map[string]*ruleWrites{}}).restore(ctx, st, []ruleEntry{next}, zap.New(core))
+	(&persister{rules: map[string]*ruleWrites{}}).restore(st, []ruleEntry{next}, zap.New(core))
 	if got := allowN(next, "k", 5); got != 5 {
 		t.Errorf("%d passed after a corrupt snapshot, want 5 (afresh)", got)
 	}
@@ -199,7 +199,7 @@ func TestPersistFailure(t *testing.T) {
 		t.Fatalf("objects %q: want one full snapshot", keys)
 	}
 	next := persistRule(t, "r")
-	(&persister{rules: map[string]*ruleWrites{}}).restore(ctx, st, []ruleEntry{next}, zap.NewNop())
+	(&persister{rules: map[string]*ruleWrites{}}).restore(st, []ruleEntry{next}, zap.NewNop())
 	for _, k := range []string{"a", "b"} {
 		if got := allowN(next, k, 5); got != 4 {
 			t.Errorf("%s: %d passed, want 4", k, got)

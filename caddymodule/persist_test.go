@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,48 @@ func TestLatestGeneration(t *testing.T) {
 		if got := snapshotObject("p/", key); got != want {
 			t.Errorf("snapshotObject(%q) = %v, want %v", key, got, want)
 		}
+	}
+}
+
+// BenchmarkServeHTTPPersist is BenchmarkServeHTTP's "with" on a rule
+// holding 100,000 other keys, with persistence off and on: on, the
+// rule's snapshot is written to a file storage every
+// DefaultPersistInterval meanwhile (a full one, then deltas of the one
+// key the requests change), as the App's loop writes it.
+func BenchmarkServeHTTPPersist(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			rule := ruleconfig.Rule{Name: "persist-" + name, Limits: []ruleconfig.Limit{{Count: 1 << 31, Window: 3600e9}}}
+			hd := testHandler(b, testApp(), rule)
+			h := chain(hd)
+			e := ruleEntry{name: rule.Name, lim: hd.rules[0].lim, stats: hd.rules[0].stats, rule: rule}
+			for i := range 100_000 {
+				e.lim.Allow(strconv.Itoa(i), 1)
+			}
+			if on {
+				stop, done := make(chan struct{}), make(chan struct{})
+				st := &certmagic.FileStorage{Path: b.TempDir()}
+				ps := &persister{rules: map[string]*ruleWrites{}}
+				go func() {
+					defer close(done)
+					t := time.NewTicker(DefaultPersistInterval)
+					defer t.Stop()
+					for {
+						ps.write(context.Background(), st, []ruleEntry{e}, false, zap.NewNop())
+						select {
+						case <-stop:
+							return
+						case <-t.C:
+						}
+					}
+				}()
+				defer func() { close(stop); <-done }()
+			}
+			serveLoop(b, h)
+		})
 	}
 }

@@ -42,6 +42,14 @@ func (l *Limiter) Adopt(old *Limiter) {
 func (l *Limiter) adopt(old *Limiter, runs []wordRun, logs [][2]int, now int64, dropIdle bool) int {
 	np, op := l.plan.Load(), old.plan.Load()
 	copied := 0
+	if dropIdle && len(l.shards) == len(old.shards) { // a restore: shard i's keys go to shard i
+		for i := range l.shards {
+			sh := &l.shards[i]
+			sh.mu.Lock()
+			sh.table.reserve(min(sh.capacity, old.shards[i].table.live))
+			sh.mu.Unlock()
+		}
+	}
 	for i := range old.shards {
 		from := &old.shards[i]
 		from.mu.Lock()

@@ -252,6 +252,12 @@ func (l *Limiter) putRecords(rd *snapReader) error {
 	p := l.plan.Load()
 	minBytes := 8 + (p.stride - 1) + p.logs
 	n := rd.count(minBytes, 1<<35, "records")
+	for i := range l.shards { // one allocation a shard, not a resize every quarter
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		sh.table.reserve(min(sh.capacity, n/len(l.shards)*9/8+minSlots))
+		sh.mu.Unlock()
+	}
 	prev := make([]uint64, p.stride)
 	w := make([]uint64, p.stride)
 	logs := make([]eventLog, p.logs)
@@ -381,4 +387,15 @@ func slicesDeleteShare(runs []wordRun, shareW int) []wordRun {
 		}
 	}
 	return out
+}
+
+// reserve grows t, if need be, to hold n records without a resize.
+func (t *table) reserve(n int) {
+	size := t.slots()
+	for maxLoadDen*n > maxLoadNum*size {
+		size = grow(size)
+	}
+	if size > t.slots() {
+		t.resize(size)
+	}
 }

@@ -202,19 +202,7 @@ func TestPersistOff(t *testing.T) {
 }
 
 // persistClusterCaddyfile is a rule of scope cluster.
-const persistClusterCaddyfile = `{
-	{{.Global}}
-	rate_limit {
-		cluster {
-			bind {$EDGELIMIT_GOSSIP_BIND}
-			join {$EDGELIMIT_GOSSIP_JOIN}
-			secret_key {$EDGELIMIT_GOSSIP_KEY}
-			node_name {$EDGELIMIT_NODE}
-			sync_interval 100ms
-		}
-	}
-}
-http://127.0.0.1:{{.HTTP}} {
+const persistClusterCaddyfile = clusterGlobals + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit {
 		name api
 		limit 100 1h

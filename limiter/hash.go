@@ -3,6 +3,8 @@ package limiter
 import (
 	"math/bits"
 	"math/rand/v2"
+
+	"github.com/edgebyte/edgelimit/internal/wordload"
 )
 
 // hashSeed keys a Limiter's hash of its keys. Unlike a maphash.Seed,
@@ -38,35 +40,35 @@ func (s *hashSeed) hashString(key string) uint64 {
 	case n < 4:
 		a = uint64(key[0]) | uint64(key[n>>1])<<8 | uint64(key[n-1])<<16
 	case n == 4:
-		a = load32(key, 0)
+		a = wordload.Load32(key, 0)
 		b = a
 	case n < 8:
-		a = load32(key, 0)
-		b = load32(key, n-4)
+		a = wordload.Load32(key, 0)
+		b = wordload.Load32(key, n-4)
 	case n == 8:
-		a = load64(key, 0)
+		a = wordload.Load64(key, 0)
 		b = a
 	case n <= 16:
-		a = load64(key, 0)
-		b = load64(key, n-8)
+		a = wordload.Load64(key, 0)
+		b = wordload.Load64(key, n-8)
 	default:
 		p, l := 0, n
 		if l > 48 {
 			seed1, seed2 := seed, seed
 			for ; l > 48; l -= 48 {
-				seed = mix(load64(key, p)^s[2], load64(key, p+8)^seed)
-				seed1 = mix(load64(key, p+16)^s[3], load64(key, p+24)^seed1)
-				seed2 = mix(load64(key, p+32)^s[4], load64(key, p+40)^seed2)
+				seed = mix(wordload.Load64(key, p)^s[2], wordload.Load64(key, p+8)^seed)
+				seed1 = mix(wordload.Load64(key, p+16)^s[3], wordload.Load64(key, p+24)^seed1)
+				seed2 = mix(wordload.Load64(key, p+32)^s[4], wordload.Load64(key, p+40)^seed2)
 				p += 48
 			}
 			seed ^= seed1 ^ seed2
 		}
 		for ; l > 16; l -= 16 {
-			seed = mix(load64(key, p)^s[2], load64(key, p+8)^seed)
+			seed = mix(wordload.Load64(key, p)^s[2], wordload.Load64(key, p+8)^seed)
 			p += 16
 		}
-		a = load64(key, p+l-16)
-		b = load64(key, p+l-8)
+		a = wordload.Load64(key, p+l-16)
+		b = wordload.Load64(key, p+l-8)
 	}
 	return mix(0x1d8e4e27c47d124f^uint64(n), mix(a^s[2], b^seed))
 }
@@ -75,17 +77,4 @@ func (s *hashSeed) hashString(key string) uint64 {
 func mix(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
 	return hi ^ lo
-}
-
-// load64 is the little-endian word at s[i:i+8].
-func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// load32 is the little-endian word at s[i:i+4].
-func load32(s string, i int) uint64 {
-	s = s[i : i+4]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }

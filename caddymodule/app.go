@@ -213,11 +213,12 @@ func (a *App) Start() error {
 func (a *App) commit() {
 	a.committed.Do(func() {
 		registry.commit(a, a.pending)
+		var restored map[string]bool
 		if a.persist != nil {
-			snapshots.restore(a.persist.storage, registry.list(), a.logger)
+			restored = snapshots.restore(a.persist.storage, registry.list(), a.logger)
 		}
 		for i := range a.pending {
-			a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)
+			a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from, restored[a.pending[i].name])
 			a.pending[i].from = nil // adopted: let it go
 		}
 		if sh := a.sharing(); sh != nil {
@@ -334,10 +335,13 @@ func (a *App) limiterFor(rule ruleconfig.Rule, clustered bool) (*limiter.Limiter
 }
 
 // logRule logs, at info, a rule this config puts in force (at commit):
-// its limits and what becomes of its counters.
-func (a *App) logRule(rule ruleconfig.Rule, lim, from *limiter.Limiter) {
+// its limits and what becomes of its counters (restored: read back from
+// its snapshot, persist.go).
+func (a *App) logRule(rule ruleconfig.Rule, lim, from *limiter.Limiter, restored bool) {
 	counters := "new"
 	switch {
+	case restored:
+		counters = "restored from the snapshot"
 	case from != nil:
 		counters = "carried over from the running config (limits with the same window and algorithm)"
 	case lim.Len() > 0 || lim.Evictions() > 0:

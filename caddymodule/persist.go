@@ -303,27 +303,27 @@ func (ps *persister) fail(logger *zap.Logger, name string, err error) {
 // its rule starts afresh (or, for a bad delta, with what the objects
 // before it held); it never fails the config. Snapshots of rules not in
 // entries are left for the first write to delete.
-func (ps *persister) restore(st snapshotStorage, entries []ruleEntry, logger *zap.Logger) {
+func (ps *persister) restore(st snapshotStorage, entries []ruleEntry, logger *zap.Logger) (restored map[string]bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
 	defer cancel()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.entries = entries
 	if ps.restored {
-		return
+		return nil
 	}
 	ps.restored = true
 	prefix, err := instancePrefix()
 	if err != nil {
 		logger.Warn("rate limit snapshots not read", zap.Error(err))
-		return
+		return nil
 	}
 	keys, err := st.List(ctx, prefix, true)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			logger.Warn("rate limit snapshots not read: listing the storage failed; every rule starts afresh", zap.String("prefix", prefix), zap.Error(err))
 		}
-		return
+		return nil
 	}
 	for _, k := range keys {
 		if snapshotObject(prefix, k) { // List gives directories too: Delete would remove them whole
@@ -331,16 +331,19 @@ func (ps *persister) restore(st snapshotStorage, entries []ruleEntry, logger *za
 		}
 	}
 	now := time.Now()
+	restored = map[string]bool{}
 	for _, e := range entries {
 		if !persisted(e) || e.lim.Len() > 0 {
 			continue
 		}
-		ps.restoreRule(ctx, st, prefix, keys, e, now, logger)
+		restored[e.name] = ps.restoreRule(ctx, st, prefix, keys, e, now, logger)
 	}
+	return restored
 }
 
-// restoreRule reads rule e's latest generation and its blocks.
-func (ps *persister) restoreRule(ctx context.Context, st snapshotStorage, prefix string, keys []string, e ruleEntry, now time.Time, logger *zap.Logger) {
+// restoreRule reads rule e's latest generation and its blocks, and
+// reports whether its counters were restored.
+func (ps *persister) restoreRule(ctx context.Context, st snapshotStorage, prefix string, keys []string, e ruleEntry, now time.Time, logger *zap.Logger) (restored bool) {
 	names := latestGeneration(keys, prefix+"rules/"+storageName(e.name)+"/")
 	if len(names) > 0 {
 		r := limiter.NewRestore(now)
@@ -365,27 +368,29 @@ func (ps *persister) restoreRule(ctx context.Context, st snapshotStorage, prefix
 			if err != nil {
 				logger.Warn("rate limit snapshot not restored", zap.String("rule", e.name), zap.String("key", names[0]), zap.Error(err))
 			} else {
+				restored = true
 				logger.Info("rate limit rule restored", zap.String("rule", e.name), zap.Int("keys", n),
 					zap.Time("written", r.Written()), zap.Int("objects", read))
 			}
 		}
 	}
 	if e.blocks == nil {
-		return
+		return restored
 	}
 	name := blocksName(prefix, e.name)
 	data, err := st.Load(ctx, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return
+		return restored
 	}
 	if err == nil {
 		var n int
 		if n, err = e.blocks.RestoreSnapshot(data, now); err == nil {
 			logger.Info("rate limit blocks restored", zap.String("rule", e.name), zap.Int("blocks", n))
-			return
+			return restored
 		}
 	}
 	logger.Warn("rate limit blocks not restored; the rule's blocks start afresh", zap.String("rule", e.name), zap.String("key", name), zap.Error(err))
+	return restored
 }
 
 // snapshotObject is true for a key of prefix that names a snapshot

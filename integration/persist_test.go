@@ -43,8 +43,8 @@ func TestPersistGracefulRestart(t *testing.T) {
 	wantStatuses(t, "before", p.statuses(t, 4, "/", user...), seq(4, 200, 0, 0))
 	p = p.restart(t, cf, false)
 	wantStatuses(t, "after a graceful restart", p.statuses(t, 5, "/", user...), seq(1, 200, 4, 429))
-	if !strings.Contains(p.log(), `"rule":"api","keys":1`) {
-		t.Errorf("no restore line for rule api in the log:\n%s", p.log())
+	if !strings.Contains(p.log(), `"rule":"api","keys":1`) || !strings.Contains(p.log(), `"counters":"restored from the snapshot"`) {
+		t.Errorf("no restore lines for rule api in the log:\n%s", p.log())
 	}
 }
 

@@ -77,6 +77,19 @@ type App struct {
 	// alone.
 	Cluster *appconfig.ClusterConfig `json:"cluster,omitempty"`
 
+	// PersistInterval is how often every rule's counters and blocks are
+	// written to Caddy's storage (the storage global option; by default
+	// the file system under Caddy's data directory), so that a restart
+	// goes on counting where the process stopped: only the keys changed
+	// since the last write are written, and once more at a graceful stop.
+	// A process killed without one loses at most this much counting.
+	// At least 100ms. Default: 1s.
+	PersistInterval caddy.Duration `json:"persist_interval,omitempty"`
+
+	// PersistOff turns the snapshots off: nothing is written or read, and
+	// a restart starts every rule afresh. Default: false (on).
+	PersistOff bool `json:"persist_off,omitempty"`
+
 	// Store is where rules with `store redis` keep their state: a Redis
 	// shared by every node, for exact global limits (see StoreConfig).
 	// Default: none; such rules then fail to load.
@@ -89,6 +102,7 @@ type App struct {
 	asn     *asnDB      // ASNDB
 	cluster *clusterUse // Cluster
 	redis   *redisUse   // Store
+	persist *persistUse // PersistInterval, unless PersistOff (persist.go)
 
 	logger *zap.Logger
 	ctx    caddy.Context // the config's, for the http app at Start
@@ -102,6 +116,7 @@ type App struct {
 	stopOnce  sync.Once     // Stop and Cleanup may both stop the sweeping
 	stop      chan struct{} // made at Start
 	done      chan struct{}
+	persisted chan struct{} // the persist loop's done, if it runs
 }
 
 // CaddyModule returns the Caddy module information.
@@ -119,6 +134,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
+	}
+	if !a.PersistOff {
+		if a.PersistInterval == 0 {
+			a.PersistInterval = caddy.Duration(DefaultPersistInterval)
+		}
+		a.persist = &persistUse{storage: ctx.Storage(), interval: time.Duration(a.PersistInterval)}
 	}
 	if reg := ctx.GetMetricsRegistry(); reg != nil {
 		if err := registerMetrics(reg); err != nil {
@@ -170,6 +191,9 @@ func (a *App) Validate() error {
 	if a.SweepInterval != 0 && a.SweepInterval < caddy.Duration(MinSweepInterval) {
 		return fmt.Errorf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(a.SweepInterval), MinSweepInterval)
 	}
+	if a.PersistInterval != 0 && (a.PersistOff || a.PersistInterval < caddy.Duration(MinPersistInterval)) {
+		return fmt.Errorf("persist_interval %s: must be at least %s, without persist off", time.Duration(a.PersistInterval), MinPersistInterval)
+	}
 	if a.GeoHeader != "" && !httpguts.ValidHeaderFieldName(a.GeoHeader) {
 		return fmt.Errorf("geo_header %q: not a valid header name", a.GeoHeader)
 	}
@@ -192,6 +216,10 @@ func (a *App) Start() error {
 	}
 	a.stop, a.done = make(chan struct{}), make(chan struct{})
 	go a.sweep(time.Duration(a.SweepInterval), time.Duration(a.GeoIPCheckInterval))
+	if a.persist != nil {
+		a.persisted = make(chan struct{})
+		go a.persistLoop(a.stop, a.persisted)
+	}
 	a.running.Store(true)
 	return nil
 }
@@ -203,8 +231,12 @@ func (a *App) Start() error {
 func (a *App) commit() {
 	a.committed.Do(func() {
 		registry.commit(a, a.pending)
+		var restored map[string]bool
+		if a.persist != nil {
+			restored = snapshots.restore(a.persist.storage, registry.list(), a.logger)
+		}
 		for i := range a.pending {
-			a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from)
+			a.logRule(a.pending[i].rule, a.pending[i].lim, a.pending[i].from, restored[a.pending[i].name])
 			a.pending[i].from = nil // adopted: let it go
 		}
 		if sh := a.sharing(); sh != nil {
@@ -222,11 +254,18 @@ var activeApp atomic.Pointer[App]
 // a core and slow every decision.
 const MinSweepInterval = time.Second
 
+// MinPersistInterval is the shortest persist_interval: each write scans
+// every key of every rule.
+const MinPersistInterval = 100 * time.Millisecond
+
 // Cleanup puts back the rules this config put in force if the config that
 // ran before it is still running (this one failed to start), so a config
 // that fails to load changes nothing.
 func (a *App) Cleanup() error {
 	a.Stop() // Caddy cleans up without stopping when a config fails after starting its apps
+	if a.persist != nil && activeApp.Load() == a {
+		a.finalWrite() // no config runs after this one: a graceful stop
+	}
 	registry.revert(a)
 	back := a.replaced
 	if back != nil && !back.running.Load() {
@@ -257,6 +296,9 @@ func (a *App) Stop() error {
 		if a.stop != nil { // started
 			close(a.stop)
 			<-a.done
+			if a.persisted != nil {
+				<-a.persisted
+			}
 		}
 	})
 	return nil
@@ -315,10 +357,13 @@ func (a *App) limiterFor(rule ruleconfig.Rule, clustered bool) (*limiter.Limiter
 }
 
 // logRule logs, at info, a rule this config puts in force (at commit):
-// its limits and what becomes of its counters.
-func (a *App) logRule(rule ruleconfig.Rule, lim, from *limiter.Limiter) {
+// its limits and what becomes of its counters (restored: read back from
+// its snapshot, persist.go).
+func (a *App) logRule(rule ruleconfig.Rule, lim, from *limiter.Limiter, restored bool) {
 	counters := "new"
 	switch {
+	case restored:
+		counters = "restored from the snapshot"
 	case from != nil:
 		counters = "carried over from the running config (limits with the same window and algorithm)"
 	case lim.Len() > 0 || lim.Evictions() > 0:

@@ -55,9 +55,14 @@
 //     use of a cluster node (the node itself runs in
 //     internal/clusternode); the Redis clients and the fleet's heartbeat
 //     run in internal/redispool.
+//   - persist.go: the rules' snapshots (counters and blocks, encoded by
+//     package limiter) written to Caddy's storage every persist_interval
+//     and at a graceful stop, and read back at the process's first
+//     commit.
 //   - stats.go: the rules' counts; metrics.go, metrics_abuse.go,
-//     metrics_cluster.go and metrics_concurrency.go export them, the
-//     blocks', the cluster's and max_concurrent's, to Prometheus.
+//     metrics_cluster.go, metrics_concurrency.go and metrics_persist.go
+//     export them, the blocks', the cluster's, max_concurrent's and the
+//     snapshots', to Prometheus.
 //   - package adapt: the Caddyfile adapter (the directive, the global
 //     option, caddy-ratelimit's syntax) around package rulesyntax, which
 //     reads a rule's subdirectives and the EdgeByte YAML rules file
@@ -84,8 +89,14 @@
 //  2. Commit, at the App's Start or at the first request of a new
 //     handler, whichever comes first (Caddy starts apps in no set order):
 //     the pending limiters are put in force, successors adopt their
-//     predecessors' keys, the cluster node learns the rules.
-//  3. Cleanup of the old config releases its references; a limiter no
+//     predecessors' keys, the cluster node learns the rules. The
+//     process's first commit reads the rules' snapshots from Caddy's
+//     storage into their new limiters (persist.go) before any request is
+//     decided.
+//  3. Running: every persist_interval the rules' changed keys are
+//     written to Caddy's storage; the config in force when the process
+//     stops writes them once more at its Cleanup.
+//  4. Cleanup of the old config releases its references; a limiter no
 //     config uses any more is dropped. If the new config failed to start,
 //     its Cleanup reverts the registry to the running config's limiters.
 //

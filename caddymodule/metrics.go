@@ -94,6 +94,7 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInFlight
 	ch <- descConcurrentRefused
 	ch <- descUnleased
+	describePersist(ch) // metrics_persist.go
 	decisionSeconds.Describe(ch)
 }
 
@@ -150,6 +151,7 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- gauge(descStoreNodes, app.storeNodes())
 	}
 	collectCluster(ch)
+	collectPersist(ch)
 	decisionSeconds.Collect(ch)
 }
 

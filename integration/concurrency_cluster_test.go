@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// concurrencyClusterConfig: max_concurrent 6 of one key across the
-// cluster's nodes.
-const concurrencyClusterConfig = `{
+// clusterGlobals is the global options of a test's cluster node, its
+// addresses and key from startNodes' environment.
+const clusterGlobals = `{
 	{{.Global}}
 	rate_limit {
 		cluster {
@@ -26,7 +26,11 @@ const concurrencyClusterConfig = `{
 		}
 	}
 }
-http://127.0.0.1:{{.HTTP}} {
+`
+
+// concurrencyClusterConfig: max_concurrent 6 of one key across the
+// cluster's nodes.
+const concurrencyClusterConfig = clusterGlobals + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit {
 		name conc
 		max_concurrent 6

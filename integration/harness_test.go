@@ -184,16 +184,40 @@ func startCaddyAt(t *testing.T, at place, caddyfile string, env ...string) *cadd
 	needCaddy(t)
 	dir := t.TempDir()
 	ports := freePorts(t, 2)
+	return launchCaddy(t, at, dir, caddyfileData{
+		HTTP:    ports[0],
+		Admin:   net.JoinHostPort(at.ip, fmt.Sprint(ports[1])),
+		Storage: filepath.Join(dir, "storage"),
+	}, caddyfile, env...)
+}
+
+// restart stops p (gracefully, with SIGTERM; with kill, SIGKILL: no
+// cleanup runs) and starts a Caddy in its place on caddyfile: the same
+// directory (its data directory, so the same instance ID, and its
+// storage), ports and environment.
+func (p *caddyProc) restart(t *testing.T, caddyfile string, kill bool) *caddyProc {
+	t.Helper()
+	p.client.CloseIdleConnections()
+	if kill {
+		p.cmd.Process.Kill()
+		<-p.exited
+	} else {
+		p.stop()
+	}
+	data := p.data
+	data.Global = ""
+	return launchCaddy(t, place{ip: p.ip}, p.dir, data, caddyfile, p.env...)
+}
+
+// launchCaddy runs Caddy in dir with data's ports and storage.
+func launchCaddy(t *testing.T, at place, dir string, data caddyfileData, caddyfile string, env ...string) *caddyProc {
+	t.Helper()
 	p := &caddyProc{
 		dir:    dir,
 		ip:     at.ip,
 		stderr: &syncBuffer{},
 		exited: make(chan struct{}),
-		data: caddyfileData{
-			HTTP:    ports[0],
-			Admin:   net.JoinHostPort(at.ip, fmt.Sprint(ports[1])),
-			Storage: filepath.Join(dir, "storage"),
-		},
+		data:   data,
 		client: &http.Client{
 			Timeout: 10 * time.Second,
 			Transport: &http.Transport{

@@ -38,6 +38,7 @@ type Blocks struct {
 	latest    atomic.Int64 // the latest block end ever set (ns): none runs at or after it
 	refused   atomic.Uint64
 	started   atomic.Uint64
+	changes   atomic.Uint64 // blocks started, merged, lifted or forgotten (Changes)
 }
 
 // blockShard is a slice of the keys, under one lock.
@@ -174,6 +175,7 @@ func (b *Blocks) OffendAt(key string, now time.Time) (until time.Time, offences 
 	s.raise(e, u)
 	b.raiseLatest(u)
 	b.started.Add(1)
+	b.changes.Add(1)
 	return time.Unix(0, u), n, true
 }
 
@@ -210,6 +212,9 @@ func (b *Blocks) MergeAt(key string, until time.Time, offences int, now time.Tim
 		b.raiseLatest(u)
 		changed = true
 	}
+	if changed {
+		b.changes.Add(1)
+	}
 	return changed
 }
 
@@ -231,6 +236,7 @@ func (b *Blocks) Lift(key string) bool {
 		return false
 	}
 	s.remove(e)
+	b.changes.Add(1)
 	return true
 }
 
@@ -279,7 +285,11 @@ func (b *Blocks) ListAt(now time.Time, max int) []BlockedKey {
 // duration before now, and returns how many.
 func (b *Blocks) SweepAt(now time.Time) int {
 	t := now.UnixNano()
-	return sumShards(b.shards, func(s *blockShard) int { return s.sweep(t, b.reset) })
+	freed := sumShards(b.shards, func(s *blockShard) int { return s.sweep(t, b.reset) })
+	if freed > 0 {
+		b.changes.Add(1)
+	}
+	return freed
 }
 
 // Len is the number of keys held: blocked, or with offences not swept yet.

@@ -29,12 +29,27 @@ func (l *Limiter) Adopt(old *Limiter) {
 	if l == old || l.seed != old.seed {
 		return
 	}
-	np, op := l.plan.Load(), old.plan.Load()
-	runs, logs := carried(op, np)
+	runs, logs := carried(old.plan.Load(), l.plan.Load())
 	if len(runs) == 0 && len(logs) == 0 {
 		return
 	}
-	now := time.Now().UnixNano()
+	l.adopt(old, runs, logs, time.Now().UnixNano(), false)
+}
+
+// adopt is Adopt of the runs of words and the logs given, at now; with
+// dropIdle, the keys of old that are idle at now stay behind (a restore).
+// It returns the number of keys copied.
+func (l *Limiter) adopt(old *Limiter, runs []wordRun, logs [][2]int, now int64, dropIdle bool) int {
+	np, op := l.plan.Load(), old.plan.Load()
+	copied := 0
+	if dropIdle && len(l.shards) == len(old.shards) { // a restore: shard i's keys go to shard i
+		for i := range l.shards {
+			sh := &l.shards[i]
+			sh.mu.Lock()
+			sh.table.reserve(min(sh.capacity, old.shards[i].table.live))
+			sh.mu.Unlock()
+		}
+	}
 	for i := range old.shards {
 		from := &old.shards[i]
 		from.mu.Lock()
@@ -45,13 +60,16 @@ func (l *Limiter) Adopt(old *Limiter) {
 				continue
 			}
 			ow := ot.snapshot(slot, &obuf)
+			if dropIdle && op.idle(ow, ot.logsAt(slot), now) {
+				continue
+			}
 			h := ow[0] &^ flagBits
 			to := l.shard(h)
 			to.mu.Lock()
 			if _, ok := to.table.find(h); !ok {
 				ns := to.insert(h, np, now)
 				nw := to.table.hold(ns, &nbuf)
-				nw[0] |= ow[0] & refBit
+				nw[0] |= ow[0]&refBit | dirtyBit
 				for _, r := range runs {
 					copy(nw[r.to:r.to+r.n], ow[r.from:r.from+r.n])
 				}
@@ -61,11 +79,13 @@ func (l *Limiter) Adopt(old *Limiter) {
 				for _, pair := range logs {
 					nl[pair[1]] = ol[pair[0]].clone()
 				}
+				copied++
 			}
 			to.mu.Unlock()
 		}
 		from.mu.Unlock()
 	}
+	return copied
 }
 
 // wordRun is n state words copied from word `from` of an old key to word

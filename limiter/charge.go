@@ -60,7 +60,7 @@ func (l *Limiter) Charge(key string, now time.Time, cost int64, scale float64) {
 		return
 	}
 	p := l.plan.Load()
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
 	s.mu.Lock()
@@ -70,6 +70,7 @@ func (l *Limiter) Charge(key string, now time.Time, cost int64, scale float64) {
 	}
 	var buf [3]uint64
 	w := s.table.hold(slot, &buf)
+	w[0] |= dirtyBit
 	if ok {
 		w[0] |= refBit
 	}

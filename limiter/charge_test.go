@@ -165,7 +165,7 @@ func TestChargeLogBounded(t *testing.T) {
 	for i := range 10 {
 		l.Charge("k", base.Add(time.Duration(i+1)*ms), 1, 1)
 	}
-	h := hashKey(l.seed, "k")
+	h := hashKey(&l.seed, "k")
 	s := l.shard(h)
 	slot, _ := s.table.find(h)
 	if lg := s.table.logsAt(slot)[0]; lg.n != 3 || lg.total != 10 {

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"hash/maphash"
 	"sync/atomic"
 	"time"
 )
@@ -18,9 +17,11 @@ import (
 // without "At" use time.Now.
 type Limiter struct {
 	plan   atomic.Pointer[plan]
-	seed   maphash.Seed
+	seed   hashSeed
 	shards []shard
 	shift  uint // a hash's top bits pick its shard
+
+	deleted tombstones // keys Delete forgot since the last snapshot (snapshot.go)
 }
 
 // New returns a Limiter for cfg, or the error of cfg.Validate.
@@ -30,7 +31,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	n := shardCount(p.maxKeys)
-	l := &Limiter{seed: maphash.MakeSeed(), shards: make([]shard, n), shift: 64}
+	l := &Limiter{seed: newHashSeed(), shards: make([]shard, n), shift: 64}
 	for n > 1 {
 		l.shift--
 		n >>= 1
@@ -136,7 +137,7 @@ func (l *Limiter) AllowInto(d *Decision, key string, now time.Time, cost int64, 
 // past those it sets.
 func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scale float64, quotas bool) {
 	p := l.plan.Load()
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
 	if s.table.cw != 0 && scale == 1 && allowFast(d, p, h, s, t, cost, quotas) {
@@ -144,7 +145,7 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 	}
 	s.mu.Lock()
 	slot, ok := s.table.find(h)
-	if ok && p.oneLog && !quotas && scale == 1 && s.table.record(slot)[0]&flagBits == refBit &&
+	if ok && p.oneLog && !quotas && scale == 1 && s.table.record(slot)[0]&flagBits == usedBits &&
 		logTake(&s.table.logsAt(slot)[0], t, p.limits[0].w, p.limits[0].n, cost) {
 		d.Allowed = true // a referenced key, not spent and left so
 		s.mu.Unlock()
@@ -155,6 +156,7 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 	}
 	var buf [3]uint64
 	w := s.table.hold(slot, &buf)
+	w[0] |= dirtyBit
 	if ok {
 		w[0] |= refBit
 	}
@@ -179,7 +181,7 @@ func (l *Limiter) PeekAt(key string, now time.Time, cost int64) Decision {
 // as in AllowScaledAt.
 func (l *Limiter) PeekScaledAt(key string, now time.Time, cost int64, scale float64) (d Decision) {
 	p := l.plan.Load()
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	t := now.UnixNano()
 	s.mu.Lock()
@@ -203,7 +205,7 @@ func (l *Limiter) Contains(key string) bool {
 // atKey runs f on key's slot in its shard's table, under the shard's
 // lock, if key has state, and reports whether it has.
 func (l *Limiter) atKey(key string, f func(t *table, slot int)) bool {
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,7 +219,11 @@ func (l *Limiter) atKey(key string, f func(t *table, slot int)) bool {
 // Delete forgets key: its next request starts afresh. It reports whether
 // the key had state.
 func (l *Limiter) Delete(key string) bool {
-	return l.atKey(key, (*table).remove)
+	if !l.atKey(key, (*table).remove) {
+		return false
+	}
+	l.deleted.add(hashKey(&l.seed, key)) // the next snapshot forgets it too
+	return true
 }
 
 // MarkSpent marks key spent, as a decision that left it at a limit does

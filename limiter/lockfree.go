@@ -114,7 +114,7 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas
 		}
 		r := v.recs[i*3 : i*3+3 : i*3+3]
 		w0 := atomic.LoadUint64(&r[0])
-		if w0&flagBits != refBit { // unreferenced, spent, or gone
+		if w0&flagBits != usedBits { // unreferenced, unsnapshotted, spent, or gone
 			return false
 		}
 		old := atomic.LoadUint64(&r[c])

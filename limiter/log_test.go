@@ -109,7 +109,7 @@ func TestSlidingLogOneEventInline(t *testing.T) {
 // logOf is key's first event log.
 func logOf(t *testing.T, l *Limiter, key string) eventLog {
 	t.Helper()
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	slot, ok := s.table.find(h)
 	if !ok {

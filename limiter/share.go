@@ -38,7 +38,7 @@ func (l *Limiter) SetShareAt(key string, share float64, now time.Time) {
 	if share >= 0 {
 		bits = uint64(^math.Float32bits(float32(share)))
 	}
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
 	slot, ok := s.table.find(h)
@@ -57,7 +57,7 @@ func (l *Limiter) TakeDemand(key string) (demand uint64, share float64) {
 	if p.shareW == 0 {
 		return 0, 1
 	}
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,7 +81,7 @@ func (l *Limiter) UsedAt(key string, now time.Time) int64 {
 	if p.algo == TokenBucket || p.algo == LeakyBucket {
 		return 0
 	}
-	h := hashKey(l.seed, key)
+	h := hashKey(&l.seed, key)
 	s := l.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()

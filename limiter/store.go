@@ -1,12 +1,9 @@
 package limiter
 
-import (
-	"hash/maphash"
-	"sync"
-)
+import "sync"
 
-// Word 0 of a record holds the key's hash with its two low bits masked off,
-// and two flags there; 0 marks an empty slot.
+// Word 0 of a record holds the key's hash with its three low bits masked
+// off, and three flags there; 0 marks an empty slot.
 const (
 	// refBit marks a key used since the CLOCK hand last passed it.
 	refBit = 1
@@ -16,8 +13,15 @@ const (
 	// too, so that a flood of keys sent once never hands a spent key its
 	// quota back.
 	spentBit = 2
+	// dirtyBit marks a key whose state changed since the last snapshot
+	// (snapshot.go) wrote it. A decision sets it with refBit: the
+	// lock-free path leaves a key without it to the locked path, so a key
+	// costs one locked decision a snapshot interval.
+	dirtyBit = 4
 	// flagBits are the bits of word 0 that are not the hash.
-	flagBits = refBit | spentBit
+	flagBits = refBit | spentBit | dirtyBit
+	// usedBits are a decision's marks: referenced and changed.
+	usedBits = refBit | dirtyBit
 )
 
 // shard holds a slice of the keys, under one lock: a table of records (see
@@ -93,7 +97,7 @@ func (s *shard) evict(p *plan, now int64) {
 		switch {
 		case w[0] == 0:
 			continue
-		case w[0]&flagBits == 0:
+		case w[0]&(refBit|spentBit) == 0:
 			// unreferenced, not spent: evicted without a look at its state
 		case w[0]&spentBit != 0 && !spentToo:
 			continue // a word read: the sweep frees spent keys gone idle
@@ -146,10 +150,10 @@ func (t *table) idleHeld(p *plan, i int, now int64, buf *[3]uint64) bool {
 }
 
 // hashKey is key's 64-bit seeded hash, never 0 and with flagBits clear.
-func hashKey(seed maphash.Seed, key string) uint64 {
-	h := maphash.String(seed, key) &^ flagBits
+func hashKey(seed *hashSeed, key string) uint64 {
+	h := seed.hashString(key) &^ flagBits
 	if h == 0 {
-		h = 4
+		h = flagBits + 1
 	}
 	return h
 }

@@ -75,9 +75,9 @@ type ring struct{ n uint64 }
 
 func (r ring) home(h uint64) uint64 {
 	if r.n&(r.n-1) == 0 {
-		return (h >> 2) & (r.n - 1)
+		return (h >> 3) & (r.n - 1)
 	}
-	return uint64(uint32(h>>2)) * r.n >> 32
+	return uint64(uint32(h>>3)) * r.n >> 32
 }
 
 func (r ring) next(i uint64) uint64 {

@@ -8,7 +8,7 @@ import (
 
 // hashAt is a valid key hash (flagBits clear, not 0) whose home is slot
 // home of a table of up to 1<<8 slots; n tells apart hashes of the same home.
-func hashAt(home, n int) uint64 { return uint64(home|(n+1)<<8) << 2 }
+func hashAt(home, n int) uint64 { return uint64(home|(n+1)<<8) << 3 }
 
 // grownSize is true for the sizes grow makes: 16, 20, 24, 28, 32, 40, …
 func grownSize(n int) bool {
@@ -171,7 +171,7 @@ func TestTableGrowth(t *testing.T) {
 	rng := uint64(7)
 	for i := range 5000 {
 		rng = rng*6364136223846793005 + 1442695040888963407
-		h := rng&^flagBits | 4
+		h := rng&^flagBits | 8
 		hashes = append(hashes, h)
 		fill(&tb, tb.add(h))
 		if i&(i+1) == 0 || i%997 == 0 {
@@ -415,7 +415,7 @@ func TestTableNotPowerOfTwo(t *testing.T) {
 		for op := range 20000 {
 			rng = rng*6364136223846793005 + 1442695040888963407
 			if len(held) < keep || rng>>63 == 0 && len(held) < keep+1 {
-				h := rng&^flagBits | 4
+				h := rng&^flagBits | 8
 				if _, ok := tb.find(h); ok {
 					continue
 				}

@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"math/rand/v2"
+
+	"github.com/edgebyte/edgelimit/internal/wordload"
 )
 
 // shortKey is the length up to which a key is held in two words, hashed
@@ -47,9 +49,9 @@ func (hs *hasher) prepare(k *hkey, key string) {
 	case n < 4:
 		k.w0 = uint64(k.s[0])<<16 | uint64(k.s[n>>1])<<8 | uint64(k.s[n-1])
 	case n < 8:
-		k.w0 = load32(k.s, 0)<<32 | load32(k.s, n-4)
+		k.w0 = wordload.Load32(k.s, 0)<<32 | wordload.Load32(k.s, n-4)
 	default:
-		k.w0, k.w1 = load64(k.s, 0), load64(k.s, n-8)
+		k.w0, k.w1 = wordload.Load64(k.s, 0), wordload.Load64(k.s, n-8)
 	}
 	if n > shortKey {
 		k.h = maphash.String(hs.seed, k.s)
@@ -58,17 +60,4 @@ func (hs *hasher) prepare(k *hkey, key string) {
 	hi, lo := bits.Mul64(k.w0^hs.k0, k.w1^hs.k1)
 	hi, lo = bits.Mul64(lo^hs.k2^uint64(n), hi^hs.k3)
 	k.h = hi ^ lo
-}
-
-// load64 is the little-endian word at s[i:i+8].
-func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// load32 is the little-endian word at s[i:i+4].
-func load32(s string, i int) uint64 {
-	s = s[i : i+4]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }

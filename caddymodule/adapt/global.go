@@ -30,6 +30,8 @@ func init() {
 //	{
 //	    rate_limit {
 //	        sweep_interval <duration>
+//	        persist_interval <duration>       # default 1s: counters and blocks written to Caddy's storage
+//	        persist on|off                    # default on; off: a restart starts every rule afresh
 //	        geoip <path to a .mmdb file>
 //	        geoip_check_interval <duration>   # read a changed file without a reload
 //	        geo_header <header name>
@@ -108,6 +110,27 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 				return d.Errf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(every), caddymodule.MinSweepInterval)
 			}
 			app.SweepInterval = caddy.Duration(every)
+
+		case "persist_interval":
+			every, err := rulesyntax.IntervalArg(d, "persist_interval")
+			switch {
+			case err != nil:
+				return err
+			case every < caddymodule.MinPersistInterval:
+				return d.Errf("persist_interval %s: must be at least %s (each write scans every key)", every, caddymodule.MinPersistInterval)
+			case app.PersistOff:
+				return d.Errf("persist_interval: not with persist off")
+			}
+			app.PersistInterval = caddy.Duration(every)
+
+		case "persist":
+			on := true
+			if err = onOffArg(d, "persist", &on, false); err == nil {
+				app.PersistOff = !on
+				if app.PersistOff && app.PersistInterval != 0 {
+					return d.Errf("persist off: not with persist_interval")
+				}
+			}
 
 		case "geoip", "geo_header":
 			if !d.NextArg() {

@@ -22,7 +22,7 @@ func init() {
 // each rule's locks only as long as one key's decision does, so it never
 // holds up requests.
 //
-//	GET    /rate_limit/                            every rule: config, limits, keys, evictions, totals
+//	GET    /rate_limit/                            every rule: config, limits, keys, evictions, totals; the snapshots' last write
 //	GET    /rate_limit/rules/{rule}                one rule, as above
 //	GET    /rate_limit/rules/{rule}/keys?top=N&by=requests|denied
 //	GET    /rate_limit/rules/{rule}/keys/{key}     a key's state per limit

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	_ "github.com/caddyserver/caddy/v2/modules/filestorage" // the storage the rules' snapshots go to
 	"github.com/edgebyte/edgelimit/caddymodule"
 	"github.com/edgebyte/edgelimit/internal/mmdbtest"
 )
@@ -66,10 +68,14 @@ func load(t *testing.T, config string) {
 }
 
 // loadRules runs a config whose one route has a rate_limit handler with
-// rules (JSON), under the rate_limit app app (JSON; "{}": none set).
+// rules (JSON), under the rate_limit app app (JSON; "{}": none set),
+// with Caddy's storage (where the rules' snapshots go) in a directory of
+// the test's.
 func loadRules(t *testing.T, app, rules string) {
 	t.Helper()
+	storage, _ := json.Marshal(t.TempDir())
 	load(t, `{"admin": {"disabled": true}, "logging": {"logs": {"default": {"level": "ERROR"}}},
+		"storage": {"module": "file_system", "root": `+string(storage)+`},
 		"apps": {"rate_limit": `+app+`, "http": {"servers": {"s": {"listen": ["127.0.0.1:0"],
 		"routes": [{"handle": [{"handler": "rate_limit", "rules": `+rules+`}]}]}}}}}`)
 }

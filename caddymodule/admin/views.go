@@ -20,6 +20,9 @@ import (
 // overviewView is GET /rate_limit/.
 type overviewView struct {
 	Rules []ruleView `json:"rules"`
+	// Snapshots is the state of the writes of the rules' snapshots to
+	// Caddy's storage (persist_interval): enabled false under persist off.
+	Snapshots caddymodule.SnapshotStatus `json:"snapshots"`
 }
 
 // ruleView is a rule: its configuration as loaded, the limits in force,
@@ -144,7 +147,7 @@ type resetView struct {
 }
 
 func overview() overviewView {
-	v := overviewView{Rules: []ruleView{}}
+	v := overviewView{Rules: []ruleView{}, Snapshots: caddymodule.Snapshots()}
 	for _, e := range caddymodule.RulesInForce() {
 		v.Rules = append(v.Rules, describeRule(e))
 	}

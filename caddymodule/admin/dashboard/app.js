@@ -302,6 +302,19 @@ function renderOverview(now) {
     }
   }
   renderCluster();
+  renderSnapshots(now);
+}
+
+// renderSnapshots says when the rules' counters were last written to
+// Caddy's storage (persist_interval), and the last error if any.
+function renderSnapshots(now) {
+  const s = state.overview && state.overview.snapshots, box = $("snapshots");
+  box.hidden = !(s && s.enabled);
+  if (box.hidden) return;
+  const last = s.last_success ? `last written ${Math.max(0, Math.round((now - Date.parse(s.last_success)) / 1000))} s ago (took ${s.last_duration})` : "not written yet";
+  box.className = s.errors > 0 && !s.last_success ? "warn" : "note";
+  box.textContent = `Snapshots to storage every ${s.interval}: ${last} · ${num(s.writes)} writes, ${num(s.errors)} errors` +
+    (s.last_error ? ` · last error: ${s.last_error}` : "");
 }
 
 function renderCluster() {

@@ -18,13 +18,12 @@ var (
 		"How long the last write of the rules' snapshots took (encoding and storing).")
 )
 
+// describePersist sends the snapshots' metric descriptions.
 func describePersist(ch chan<- *prometheus.Desc) {
-	ch <- descSnapshotWrites
-	ch <- descSnapshotErrors
-	ch <- descSnapshotKeys
-	ch <- descSnapshotBytes
-	ch <- descSnapshotLast
-	ch <- descSnapshotDuration
+	for _, d := range []*prometheus.Desc{descSnapshotWrites, descSnapshotErrors, descSnapshotKeys,
+		descSnapshotBytes, descSnapshotLast, descSnapshotDuration} {
+		ch <- d
+	}
 }
 
 // collectPersist sends the snapshots' metrics, if the config in force

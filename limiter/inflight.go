@@ -265,14 +265,14 @@ func (f *InFlight) Total() int64 {
 
 // Len is the number of keys with requests in flight.
 func (f *InFlight) Len() int {
-	n := 0
-	for i := range f.shards {
-		s := &f.shards[i]
-		s.mu.Lock()
-		n += len(s.keys)
-		s.mu.Unlock()
-	}
-	return n
+	return sumShards(f.shards[:], (*inFlightShard).len)
+}
+
+// len is the number of keys s holds.
+func (s *inFlightShard) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.keys)
 }
 
 // Full is the number of requests refused because the table of keys was

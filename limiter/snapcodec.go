@@ -108,19 +108,14 @@ func (r *snapReader) u64() uint64 {
 }
 
 // uvarint reads an unsigned varint.
-func (r *snapReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *snapReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 
 // varint reads a signed varint.
-func (r *snapReader) varint() int64 {
-	v, n := binary.Varint(r.b)
+func (r *snapReader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint reads a varint of r with decode (binary.Uvarint or Varint).
+func readVarint[T uint64 | int64](r *snapReader, decode func([]byte) (T, int)) T {
+	v, n := decode(r.b)
 	if n <= 0 {
 		r.fail("bad varint")
 		return 0

@@ -25,8 +25,24 @@ import (
 type slowBackend struct {
 	srv     *httptest.Server
 	entered chan struct{} // a /slow request arrived
-	release chan struct{}
+	mu      sync.Mutex
+	release chan struct{} // closed to let the held requests end; replaced by reopen
 	inSlow  atomic.Int64
+}
+
+// held is the channel whose close lets the requests held now end.
+func (b *slowBackend) held() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.release
+}
+
+// reopen lets the requests held end, and holds the next ones again.
+func (b *slowBackend) reopen() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.release)
+	b.release = make(chan struct{})
 }
 
 func newSlowBackend(t *testing.T) *slowBackend {
@@ -36,9 +52,10 @@ func newSlowBackend(t *testing.T) *slowBackend {
 		case strings.Contains(r.URL.Path, "slow"):
 			b.inSlow.Add(1)
 			defer b.inSlow.Add(-1)
+			release := b.held()
 			b.entered <- struct{}{}
 			select {
-			case <-b.release:
+			case <-release:
 			case <-r.Context().Done():
 				return
 			}
@@ -438,12 +455,11 @@ func TestConcurrencyRedis(t *testing.T) {
 		if kv.InFlight == nil || *kv.InFlight != 3 {
 			t.Errorf("round %d: key view in_flight %v, want 3 (the fleet's leases)", round, kv.InFlight)
 		}
-		close(b.release)
+		b.reopen()
 		for range 3 {
 			if c := <-codes; c != 200 {
 				t.Errorf("round %d: held request: %d, want 200", round, c)
 			}
 		}
-		b.release = make(chan struct{})
 	}
 }

@@ -91,10 +91,7 @@ func TestRedisFallbackKeepsLeasesAndBlocks(t *testing.T) {
 			t.Fatalf("%s: the upstream holds %d, want %d", what, n, want)
 		}
 	}
-	release := func() {
-		close(b.release)
-		b.release = make(chan struct{})
-	}
+	release := b.reopen
 
 	// Redis up: two of erin's requests hold leases.
 	for range 2 {

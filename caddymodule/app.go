@@ -77,8 +77,9 @@ type App struct {
 	cluster *clusterUse // Cluster
 	redis   *redisUse   // Store
 
-	logger *zap.Logger
-	ctx    caddy.Context // the config's, for the http app at Start
+	logger  *zap.Logger
+	ctx     caddy.Context // the config's, for the http app at Start
+	virtual *Virtual      // set by a replay (virtual.go); nil when live
 
 	// The config's lifecycle (see doc.go).
 	pending   []pendingRule // the rules' limiters, put in force at commit

@@ -11,6 +11,8 @@ import (
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/edgebyte/edgelimit/caddymodule/replay/accesslog"
 )
 
 func init() {
@@ -119,7 +121,7 @@ func Run(o Options, out, progress io.Writer) error {
 		}
 		total += st.Size()
 	}
-	rd, err := Open(o.Logs)
+	rd, err := accesslog.Open(o.Logs)
 	if err != nil {
 		return err
 	}
@@ -131,7 +133,7 @@ func Run(o Options, out, progress io.Writer) error {
 	}
 	start := time.Now()
 	next := start.Add(progressEvery)
-	var e Entry
+	var e accesslog.Entry
 	for {
 		ok, err := rd.Next(&e)
 		if err != nil {

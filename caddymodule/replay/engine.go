@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/edgebyte/edgelimit/caddymodule"
+	"github.com/edgebyte/edgelimit/caddymodule/replay/accesslog"
 )
 
 // Replayer serves logged requests through a config's own routes and
@@ -26,7 +28,7 @@ type Replayer struct {
 	report  *Report
 	servers []*server          // by name
 	byLog   map[string]*server // access logger name → the server that logs to it
-	cur     *Entry             // the request being replayed, for the stand-ins
+	cur     *accesslog.Entry   // the request being replayed, for the stand-ins
 	rec     recorder
 }
 
@@ -142,7 +144,7 @@ func loggerNames(l *caddyhttp.ServerLogConfig) []string {
 // serverFor is the server that served e: the one writing to e's logger,
 // else the one listening on the Host's port (80 without one), else the
 // first by name.
-func (r *Replayer) serverFor(e *Entry) *server {
+func (r *Replayer) serverFor(e *accesslog.Entry) *server {
 	if s, ok := r.byLog[e.Logger]; ok {
 		return s
 	}
@@ -168,7 +170,7 @@ func (r *Replayer) serverFor(e *Entry) *server {
 
 // Replay serves e through its server's routes at e's start and counts the
 // outcome. A request whose URI does not parse is counted as skipped.
-func (r *Replayer) Replay(e *Entry) {
+func (r *Replayer) Replay(e *accesslog.Entry) {
 	u, err := url.ParseRequestURI(e.URI)
 	if err != nil {
 		r.report.Skipped++
@@ -187,7 +189,7 @@ func (r *Replayer) Replay(e *Entry) {
 	}
 	req.ProtoMajor, req.ProtoMinor, _ = http.ParseHTTPVersion(e.Proto)
 	if req.RemoteAddr == "" {
-		req.RemoteAddr = joinHostPort(e.Client, "0")
+		req.RemoteAddr = net.JoinHostPort(e.Client, "0")
 	}
 	req = req.WithContext(context.Background())
 	r.rec.reset()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgebyte/edgelimit/caddymodule/replay/accesslog"
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 )
 
@@ -81,7 +82,7 @@ func (rep *Report) addRules(rules []ruleconfig.Rule) {
 }
 
 // begin is called before e is served.
-func (rep *Report) begin(e *Entry) {
+func (rep *Report) begin(e *accesslog.Entry) {
 	rep.Requests++
 	rep.now = e.Start.UnixNano()
 	for _, h := range e.Hidden {
@@ -90,7 +91,7 @@ func (rep *Report) begin(e *Entry) {
 }
 
 // served counts e's outcome: status is the replay's answer.
-func (rep *Report) served(e *Entry, status int) {
+func (rep *Report) served(e *accesslog.Entry, status int) {
 	log, replay := e.Status == http.StatusTooManyRequests, status == http.StatusTooManyRequests
 	if log {
 		rep.Log429++

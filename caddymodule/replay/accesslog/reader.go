@@ -1,4 +1,7 @@
-package replay
+// Package accesslog reads Caddy JSON access logs (plain or gzip, one or
+// many files) into the requests they record, for `caddy rate-limit replay`
+// (package replay). It does not import Caddy.
+package accesslog
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package replay
+package accesslog
 
 import (
 	"errors"
@@ -104,6 +104,9 @@ func (e *Entry) Decode(line []byte) error {
 	})
 	if err != nil {
 		return err
+	}
+	if d.ws() != 0 {
+		return errSyntax // more after the object
 	}
 	if !haveTS || e.Method == "" || e.URI == "" {
 		return errNotAccessLog
@@ -374,7 +377,9 @@ func (d *decoder) hex4() (rune, bool) {
 
 // number reads a number into f.
 func (d *decoder) number(f *float64) error {
-	d.ws()
+	if c := d.ws(); c != '-' && (c < '0' || c > '9') {
+		return errSyntax
+	}
 	start := d.i
 	for d.i < len(d.b) {
 		c := d.b[d.i]

@@ -24,6 +24,7 @@ import (
 // replaced: see stand-ins.go. It is not safe for concurrent use: requests
 // are replayed one at a time, in the log's order.
 type Replayer struct {
+	ctx     caddy.Context // the config's, to compile routes with their stand-ins
 	virtual caddymodule.Virtual
 	report  *Report
 	servers []*server          // by name
@@ -69,12 +70,12 @@ func Load(configFile, adapter string) (*Replayer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newReplayer(app.(*caddyhttp.App))
+	return newReplayer(ctx, app.(*caddyhttp.App))
 }
 
 // newReplayer puts the servers of a provisioned http app under replay.
-func newReplayer(app *caddyhttp.App) (*Replayer, error) {
-	r := &Replayer{report: newReport(), byLog: make(map[string]*server)}
+func newReplayer(ctx caddy.Context, app *caddyhttp.App) (*Replayer, error) {
+	r := &Replayer{ctx: ctx, report: newReport(), byLog: make(map[string]*server)}
 	r.virtual.Observer = r.report
 	r.rec.h = make(http.Header)
 	names := make([]string, 0, len(app.Servers))

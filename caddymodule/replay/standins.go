@@ -48,6 +48,7 @@ func (r *Replayer) standIn(routes caddyhttp.RouteList) {
 }
 
 func (r *Replayer) standInRoute(rt *caddyhttp.Route) {
+	defer r.recompile(rt)
 	for j, h := range rt.Handlers {
 		switch h := h.(type) {
 		case *caddymodule.Handler:
@@ -71,6 +72,16 @@ func (r *Replayer) standInRoute(rt *caddyhttp.Route) {
 		default:
 			rt.Handlers[j] = passThrough{}
 		}
+	}
+}
+
+// recompile makes rt's chain again from its handlers: a route compiles
+// its handlers when provisioned, and serves that chain, not Handlers.
+// The handlers were loaded already: only the chain is made.
+func (r *Replayer) recompile(rt *caddyhttp.Route) {
+	rt.HandlersRaw = nil
+	if err := rt.ProvisionHandlers(r.ctx, nil); err != nil {
+		panic("replay: recompiling a route of loaded handlers: " + err.Error()) // loads nothing: cannot fail
 	}
 }
 

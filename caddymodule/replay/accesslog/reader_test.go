@@ -22,10 +22,11 @@ func line(ts, duration float64, ip, uri string, status int) string {
 		"request": map[string]any{
 			"remote_ip": "127.0.0.1", "remote_port": "40000", "client_ip": ip, "proto": "HTTP/1.1",
 			"method": "GET", "host": "example.com", "uri": uri,
-			"headers": map[string][]string{"User-Agent": {"curl/8"}, "Authorization": {"REDACTED"}},
+			"headers": map[string][]string{"User-Agent": {"curl/8"}, "Authorization": {"REDACTED"}, "Accept": {"*/*"},
+				"Accept-Encoding": {"gzip, br"}, "X-Forwarded-For": {ip}, "Referer": {"https://example.com/"}},
 		},
 		"bytes_read": 0, "user_id": "", "duration": duration, "size": 2, "status": status,
-		"resp_headers": map[string][]string{"Server": {"Caddy"}},
+		"resp_headers": map[string][]string{"Server": {"Caddy"}, "Content-Type": {"application/json"}, "Ratelimit": {`"api";r=9;t=60`}},
 	})
 	return string(b)
 }
@@ -39,7 +40,8 @@ func TestDecode(t *testing.T) {
 		Start: time.Unix(1700000000, 250e6), End: time.Unix(1700000000, 500e6), Status: 429,
 		Logger: "http.log.access.log0", Remote: "127.0.0.1:40000", Client: "203.0.113.7",
 		Proto: "HTTP/1.1", Method: "GET", Host: "example.com", URI: "/a?b=c",
-		Header: http.Header{"User-Agent": {"curl/8"}}, Hidden: []string{"Authorization"}, dur: 250 * time.Millisecond,
+		Header: http.Header{"User-Agent": {"curl/8"}, "Accept": {"*/*"}, "Accept-Encoding": {"gzip, br"}, "X-Forwarded-For": {"203.0.113.7"},
+			"Referer": {"https://example.com/"}}, Hidden: []string{"Authorization"}, dur: 250 * time.Millisecond,
 	}
 	if !e.Start.Equal(want.Start) || !e.End.Equal(want.End) {
 		t.Fatalf("start %v end %v, want %v %v", e.Start, e.End, want.Start, want.End)

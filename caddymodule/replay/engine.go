@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -192,7 +191,6 @@ func (r *Replayer) Replay(e *accesslog.Entry) {
 	if req.RemoteAddr == "" {
 		req.RemoteAddr = net.JoinHostPort(e.Client, "0")
 	}
-	req = req.WithContext(context.Background())
 	r.rec.reset()
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), &r.rec, s.srv)
 	if e.Client != "" {

@@ -34,6 +34,12 @@ func load(t testing.TB, caddyfile string) *Replayer {
 	return r
 }
 
+// site is a Caddyfile of one site: a rate_limit block of rules, then
+// the handlers of rest.
+func site(rules, rest string) string {
+	return "{\n\tadmin off\n}\n:8080 {\n\trate_limit {" + rules + "\t}\n\t" + rest + "\n}"
+}
+
 // entry is a logged GET of uri from ip, begun at sec seconds.
 func entry(sec float64, ip, uri string) *accesslog.Entry {
 	start := time.Unix(0, int64(sec*1e9))
@@ -58,16 +64,10 @@ func summaryRule(t testing.TB, s Summary, name string) Rule {
 // within a second, then three 100 s later, against 2 per 10 s, deny one
 // each time (on the wall clock, all six fall in one window: four denied).
 func TestReplayVirtualClock(t *testing.T) {
-	r := load(t, `{
-	admin off
-}
-:8080 {
-	rate_limit {
+	r := load(t, site(`
 		name clock
 		limit 2 10s
-	}
-	respond "ok"
-}`)
+`, `respond "ok"`))
 	var denied []int
 	for i, sec := range []float64{1000, 1000.1, 1000.2, 1100, 1100.1, 1100.2} {
 		r.Replay(entry(sec, "192.0.2.1", "/"))
@@ -87,18 +87,12 @@ func TestReplayVirtualClock(t *testing.T) {
 // TestReplayDoesNotWait: a leaky bucket's delay is decided, not waited
 // for (an hour here: the test would time out).
 func TestReplayDoesNotWait(t *testing.T) {
-	r := load(t, `{
-	admin off
-}
-:8080 {
-	rate_limit {
+	r := load(t, site(`
 		name nowait
 		algorithm leaky_bucket
 		limit 1 1h
 		max_delay 24h
-	}
-	reverse_proxy 127.0.0.1:1
-}`)
+`, `reverse_proxy 127.0.0.1:1`))
 	for i := range 3 {
 		r.Replay(entry(50+float64(i), "192.0.2.1", "/"))
 	}
@@ -110,17 +104,11 @@ func TestReplayDoesNotWait(t *testing.T) {
 // TestReplayPeaks: each key's peak units in the shortest window, their
 // percentiles, and the smallest limit denying at most 1% of keys.
 func TestReplayPeaks(t *testing.T) {
-	r := load(t, `{
-	admin off
-}
-:8080 {
-	rate_limit {
+	r := load(t, site(`
 		name peaks
 		limit 1000 1m
 		limit 100000 1h
-	}
-	respond "ok"
-}`)
+`, `respond "ok"`))
 	// key k sends k requests, all within its first minute
 	for k := 1; k <= 200; k++ {
 		for i := range k {
@@ -137,16 +125,10 @@ func TestReplayPeaks(t *testing.T) {
 // TestReplaySlidingPeak: a burst across a window boundary counts the
 // previous window's units by their overlap with the window ending now.
 func TestReplaySlidingPeak(t *testing.T) {
-	r := load(t, `{
-	admin off
-}
-:8080 {
-	rate_limit {
+	r := load(t, site(`
 		name sliding
 		limit 100 10s
-	}
-	respond "ok"
-}`)
+`, `respond "ok"`))
 	// 10 units at 9.5 s of window [0, 10), 10 at 10.5 s: 95% of the first
 	// window's 10 overlaps [0.5, 10.5)
 	for i := range 10 {
@@ -166,19 +148,11 @@ func TestReplayCallsNoUpstream(t *testing.T) {
 	var calls atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { calls.Add(1) }))
 	defer up.Close()
-	r := load(t, `{
-	admin off
-}
-:8080 {
-	rate_limit {
+	proxy := "reverse_proxy " + up.Listener.Addr().String()
+	r := load(t, site(`
 		name upstream
 		limit 3 1m
-	}
-	handle /api/* {
-		reverse_proxy `+up.Listener.Addr().String()+`
-	}
-	reverse_proxy `+up.Listener.Addr().String()+`
-}`)
+`, "handle /api/* {\n\t\t"+proxy+"\n\t}\n\t"+proxy))
 	statuses := map[int]int{}
 	for i := range 6 {
 		e := entry(500+float64(i), "192.0.2.1", []string{"/api/x", "/"}[i%2])

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -93,7 +94,8 @@ func parseTime(s string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		return time.Unix(0, int64(f*1e9)), nil
+		sec, frac := math.Modf(f)
+		return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3), nil // to the µs: a float holds no more
 	}
 	return time.Parse(time.RFC3339Nano, s)
 }

@@ -199,14 +199,15 @@ func (r *Replayer) Replay(e *accesslog.Entry) {
 	}
 	r.virtual.Now, r.cur = e.Start, e
 	r.report.begin(e)
-	status := r.rec.status
+	status := http.StatusOK
 	if err := s.chain.ServeHTTP(&r.rec, req); err != nil {
+		// a refusal is an error, for handle_errors: its status
 		status = http.StatusInternalServerError
 		var he caddyhttp.HandlerError
 		if errors.As(err, &he) && he.StatusCode != 0 {
 			status = he.StatusCode
 		}
-	} else {
+	} else if r.rec.status != 0 {
 		status = r.rec.status
 	}
 	r.report.served(e, status)

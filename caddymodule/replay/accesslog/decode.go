@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -118,8 +119,10 @@ func (e *Entry) Decode(line []byte) error {
 		}
 		e.End = t
 	} else {
-		sec, frac := int64(ts), ts-float64(int64(ts))
-		e.End = time.Unix(sec, int64(frac*1e9))
+		// to the µs: a float of Unix seconds holds no more (Caddy's ts
+		// is zap's epoch float)
+		sec, frac := math.Modf(ts)
+		e.End = time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
 	}
 	e.Start = e.End.Add(-e.dur)
 	e.Remote = remoteIP

@@ -9,4 +9,6 @@ import (
 	_ "github.com/edgebyte/edgelimit/caddymodule/adapt"
 	// the admin API, the dashboard and the rate_limit_ui handler
 	_ "github.com/edgebyte/edgelimit/caddymodule/admin"
+	// the caddy rate-limit replay command
+	_ "github.com/edgebyte/edgelimit/caddymodule/replay"
 )

@@ -95,7 +95,7 @@ func (h *Handler) serveAfter(w http.ResponseWriter, r *http.Request, next caddyh
 		aw.charges = append(aw.charges, c.all()...)
 		return next.ServeHTTP(w, r)
 	}
-	aw := &afterWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, r: r}
+	aw := &afterWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, r: r, app: h.app}
 	aw.charges = append(aw.buf[:0], c.all()...)
 	caddyhttp.SetVar(r.Context(), afterVar, aw)
 	err := next.ServeHTTP(aw, r)
@@ -117,6 +117,7 @@ func cancelAfter(vars map[string]any) {
 type afterWriter struct {
 	caddyhttp.ResponseWriterWrapper
 	r         *http.Request
+	app       *App // its clock
 	charges   []afterCharge
 	buf       [2]afterCharge
 	settled   bool // the charges are taken
@@ -191,7 +192,7 @@ func (aw *afterWriter) settle(status int) {
 	}
 	aw.settled = true
 	hdr := aw.ResponseWriter.Header()
-	now := time.Now()
+	now := aw.app.now()
 	var units [4]int64
 	for i := range aw.charges {
 		n := aw.charges[i].units(status, hdr)

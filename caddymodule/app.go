@@ -104,8 +104,9 @@ type App struct {
 	redis   *redisUse   // Store
 	persist *persistUse // PersistInterval, unless PersistOff (persist.go)
 
-	logger *zap.Logger
-	ctx    caddy.Context // the config's, for the http app at Start
+	logger  *zap.Logger
+	ctx     caddy.Context // the config's, for the http app at Start
+	virtual *Virtual      // set by a replay (virtual.go); nil when live
 
 	// The config's lifecycle (see doc.go).
 	pending   []pendingRule // the rules' limiters, put in force at commit

@@ -71,6 +71,13 @@
 //   - inspect.go: what package admin (the admin API, the dashboard and
 //     the rate_limit_ui handler, the third and fourth modules) reads of
 //     the rules in force and changes in them (RuleState).
+//   - virtual.go: what `caddy rate-limit replay` (package replay, which
+//     reads an access log and serves its requests through a config's
+//     routes) puts a provisioned config under: the log's clock instead
+//     of the wall clock (App.now, read once a request in serve.go), no
+//     leaky-bucket wait, Redis not called, and an Observer told of every
+//     decision (ruleStats.decided, and factsOf for a request without a
+//     key).
 //   - doc.go: this map.
 //
 // # A config's lifecycle, and what survives a reload

@@ -73,6 +73,9 @@ func (ru *rule) factsOf(a *App, q *request) (f facts, use bool, err error) {
 	}
 	key, ok := keyOf(ru.keys, q)
 	if !ok {
+		if o := ru.stats.observe; o != nil {
+			o.o.Keyless(o.rule)
+		}
 		switch ru.OnMissingKey {
 		case ruleconfig.MissingIP:
 			key = fallbackKey(q.clientIP())

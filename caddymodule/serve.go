@@ -50,7 +50,7 @@ type passage struct {
 // serve is ServeHTTP, the places it holds released by its caller.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, holds *heldPlaces, slots *inFlightSlots) error {
 	h.app.commit()
-	q := readRequest(r, time.Now())
+	q := readRequest(r, h.app.now())
 	var p passage
 	var v verdict // the deciding rule's verdict; a denial's is read by refuse
 	for _, ru := range h.rules {
@@ -70,7 +70,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		ledgerOf(r, q.now).add(p.took.all()...)
 		p.took.reset()
 	}
-	if p.delay > 0 {
+	if p.delay > 0 && h.app.virtual == nil { // a replay decides the delay, and does not wait
 		t := time.NewTimer(p.delay)
 		select {
 		case <-t.C:

@@ -43,6 +43,10 @@ type ruleStats struct {
 
 	// abuse counts blocks made in Redis and cost_header errors (blocks.go).
 	abuse abuseCounters
+
+	// observe is told of every decision by a replay (virtual.go); nil
+	// when live.
+	observe *observed
 }
 
 // paddedCounter is an atomic counter alone on its cache line.
@@ -96,6 +100,9 @@ func (s *ruleStats) decided(key string, cost int64, allowed, shadow bool) (timed
 	}
 	if !allowed {
 		s.deniedSketch().Add(key, 1)
+	}
+	if o := s.observe; o != nil {
+		o.o.Decided(o.rule, key, cost, allowed)
 	}
 	return n%decisionSample == 0
 }

@@ -124,7 +124,7 @@ func TestRuleExprs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(exprs) != 10 || !strings.HasPrefix(exprs["RateLimitStoreDown"], "caddy_rate_limit_store_up == 0") {
-		t.Errorf("%d rules, RateLimitStoreDown %q; want 10 and the store_up test", len(exprs), exprs["RateLimitStoreDown"])
+	if len(exprs) != 11 || !strings.HasPrefix(exprs["RateLimitStoreDown"], "caddy_rate_limit_store_up == 0") {
+		t.Errorf("%d rules, RateLimitStoreDown %q; want 11 and the store_up test", len(exprs), exprs["RateLimitStoreDown"])
 	}
 }

@@ -521,19 +521,21 @@ func TestClusterBlockOutlastsWindowAndRestart(t *testing.T) {
 		t.Fatalf("another key on node 3: %d", code)
 	}
 	n3 := nodes[2]
-	n3.cmd.Process.Kill() // kill -9: its blocks are gone with it
+	n3.cmd.Process.Kill() // kill -9: its blocks come back from its snapshot, or by gossip
 	<-n3.exited
 	n3 = startCaddy(t, short, n3.env...)
 	n3.waitMembers(t, 3)
+	// a 429 alone proves nothing: the node may refuse the key at its floor
+	// share, the key being hot elsewhere; wait for the block itself
 	start := time.Now()
-	for n3.status(t, "/x", key...) != 429 {
+	for !n3.blockedKey(t, "api", "abuser") {
 		if time.Since(start) > 3*time.Second {
-			t.Fatalf("restarted node 3 still serves the key %s after it joined", time.Since(start))
+			t.Fatalf("restarted node 3 has no block of the key %s after it joined: %+v", time.Since(start), n3.keyState(t, "api", "abuser"))
 		}
 		time.Sleep(20 * time.Millisecond) // the poll's interval
 	}
-	t.Logf("restarted node 3 refused the blocked key %s after it joined", time.Since(start).Round(time.Millisecond))
-	if s := n3.keyState(t, "api", "abuser"); s.BlockedUntil == nil {
-		t.Fatalf("restarted node 3's view: %+v", s)
+	t.Logf("restarted node 3 learnt the block %s after it joined", time.Since(start).Round(time.Millisecond))
+	if code := n3.status(t, "/x", key...); code != 429 {
+		t.Fatalf("restarted node 3, the block known: %d, want 429", code)
 	}
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -61,6 +63,9 @@ func Load(configFile, adapter string) (*Replayer, error) {
 	// read, and must not be written to
 	cfg.Logging = &caddy.Logging{Logs: map[string]*caddy.CustomLog{"default": {BaseLog: caddy.BaseLog{Level: "ERROR"}}}}
 	cfg.Admin = &caddy.AdminConfig{Disabled: true}
+	if err := persistOff(cfg); err != nil {
+		return nil, err
+	}
 	ctx, err := caddy.ProvisionContext(cfg)
 	if err != nil {
 		return nil, err
@@ -70,6 +75,25 @@ func Load(configFile, adapter string) (*Replayer, error) {
 		return nil, err
 	}
 	return newReplayer(ctx, app.(*caddyhttp.App))
+}
+
+// persistOff turns the rate_limit app's snapshots off in cfg: a replay
+// starts from no counters, and must neither read the counters a live
+// Caddy of the same config left in the storage nor overwrite them.
+func persistOff(cfg *caddy.Config) error {
+	app := map[string]any{}
+	if raw := cfg.AppsRaw["rate_limit"]; raw != nil {
+		if err := json.Unmarshal(raw, &app); err != nil {
+			return fmt.Errorf("decoding the rate_limit app: %v", err)
+		}
+	}
+	delete(app, "persist_interval")
+	app["persist_off"] = true
+	if cfg.AppsRaw == nil {
+		cfg.AppsRaw = caddy.ModuleMap{}
+	}
+	cfg.AppsRaw["rate_limit"] = caddyconfig.JSON(app, nil)
+	return nil
 }
 
 // newReplayer puts the servers of a provisioned http app under replay.

@@ -208,14 +208,23 @@ func (f *InFlight) remove(s *inFlightShard, h uint64, e *inFlightEntry) {
 
 // InFlightOf is the number of key's requests in flight.
 func (f *InFlight) InFlightOf(key string) int64 {
+	n := int64(0)
+	f.atKey(key, func(_ *inFlightShard, _ uint64, e *inFlightEntry) { n = e.n })
+	return n
+}
+
+// atKey runs fn on key's entry, under its shard's lock, if key has one,
+// and reports whether it has.
+func (f *InFlight) atKey(key string, fn func(s *inFlightShard, h uint64, e *inFlightEntry)) bool {
 	h := maphash.String(f.seed, key)
 	s := f.shard(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.keys[h]; e != nil {
-		return e.n
+	e := s.keys[h]
+	if e != nil {
+		fn(s, h, e)
 	}
-	return 0
+	return e != nil
 }
 
 // TakePeak returns the most requests of key in flight at once since the
@@ -223,33 +232,20 @@ func (f *InFlight) InFlightOf(key string) int64 {
 // forgets its peak), and its count now, and starts the peak anew from
 // the count. It is the demand a cluster reports for key.
 func (f *InFlight) TakePeak(key string) (peak, inFlight int64) {
-	h := maphash.String(f.seed, key)
-	s := f.shard(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.keys[h]
-	if e == nil {
-		return 0, 0
-	}
-	peak, e.peak = e.peak, e.n
-	return peak, e.n
+	f.atKey(key, func(_ *inFlightShard, _ uint64, e *inFlightEntry) {
+		peak, e.peak, inFlight = e.peak, e.n, e.n
+	})
+	return peak, inFlight
 }
 
 // Forget drops key's entry (an admin reset): its next request counts from
 // zero, and the Slots of its requests in flight release nothing. It
 // reports whether the key had requests in flight.
 func (f *InFlight) Forget(key string) bool {
-	h := maphash.String(f.seed, key)
-	s := f.shard(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.keys[h]
-	if e == nil {
-		return false
-	}
-	s.total.Add(-e.n)
-	f.remove(s, h, e)
-	return true
+	return f.atKey(key, func(s *inFlightShard, h uint64, e *inFlightEntry) {
+		s.total.Add(-e.n)
+		f.remove(s, h, e)
+	})
 }
 
 // Total is the number of requests in flight, all keys together (the gauge

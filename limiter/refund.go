@@ -52,17 +52,13 @@ type Taken struct {
 // creates a key.
 func (l *Limiter) Refund(key string, t Taken, now time.Time) {
 	p := l.plan.Load()
-	h := hashKey(&l.seed, key)
-	s := l.shard(h)
-	s.mu.Lock()
-	if slot, ok := s.table.find(h); ok {
+	l.atKey(key, func(tb *table, slot int) {
 		var buf [3]uint64
-		w := s.table.hold(slot, &buf)
+		w := tb.hold(slot, &buf)
 		w[0] |= dirtyBit
-		p.refund(w, s.table.logsAt(slot), t.At.UnixNano(), now.UnixNano(), t.Cost, t.Scale)
-		s.table.put(slot, w)
-	}
-	s.mu.Unlock()
+		p.refund(w, tb.logsAt(slot), t.At.UnixNano(), now.UnixNano(), t.Cost, t.Scale)
+		tb.put(slot, w)
+	})
 }
 
 // refund gives back cost units that decide took at took, at now.

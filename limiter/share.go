@@ -57,17 +57,12 @@ func (l *Limiter) TakeDemand(key string) (demand uint64, share float64) {
 	if p.shareW == 0 {
 		return 0, 1
 	}
-	h := hashKey(&l.seed, key)
-	s := l.shard(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	slot, ok := s.table.find(h)
-	if !ok {
-		return 0, 1
-	}
-	w := s.table.record(slot)
-	demand, share = uint64(uint32(w[p.shareW])), shareOf(w[p.shareW])
-	w[p.shareW] &^= math.MaxUint32
+	demand, share = 0, 1
+	l.atKey(key, func(t *table, slot int) {
+		w := t.record(slot)
+		demand, share = uint64(uint32(w[p.shareW])), shareOf(w[p.shareW])
+		w[p.shareW] &^= math.MaxUint32
+	})
 	return demand, share
 }
 
@@ -81,16 +76,12 @@ func (l *Limiter) UsedAt(key string, now time.Time) int64 {
 	if p.algo == TokenBucket || p.algo == LeakyBucket {
 		return 0
 	}
-	h := hashKey(&l.seed, key)
-	s := l.shard(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	slot, ok := s.table.find(h)
-	if !ok {
-		return 0
-	}
-	var st step
-	var buf [3]uint64
-	p.step(&st, 0, s.table.snapshot(slot, &buf), s.table.logsAt(slot), now.UnixNano(), 0, 1)
-	return p.limits[0].n - st.quota.Remaining
+	used := int64(0)
+	l.atKey(key, func(t *table, slot int) {
+		var st step
+		var buf [3]uint64
+		p.step(&st, 0, t.snapshot(slot, &buf), t.logsAt(slot), now.UnixNano(), 0, 1)
+		used = p.limits[0].n - st.quota.Remaining
+	})
+	return used
 }

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -237,4 +238,19 @@ func spentKeys(l *Limiter) int {
 		n += l.shards[i].table.spent
 	}
 	return n
+}
+
+// TestChargeLargest: a charge of the largest count (a cost_header value
+// past 2^63−1 saturates at it), twice, leaves the key denied under every
+// algorithm: no count wraps.
+func TestChargeLargest(t *testing.T) {
+	for _, algo := range []Algorithm{FixedWindow, SlidingWindow, SlidingLog, TokenBucket, LeakyBucket} {
+		l := mustNew(t, Config{Algorithm: algo, Limits: []Limit{{5, time.Hour}}})
+		now := time.Unix(1_700_000_000, 0)
+		l.Charge("k", now, math.MaxInt64, 1)
+		l.Charge("k", now, math.MaxInt64, 1)
+		if d := l.AllowAt("k", now.Add(time.Minute), 1); d.Allowed {
+			t.Errorf("%s: after charges of the largest count: allowed %+v", algo, d)
+		}
+	}
 }

@@ -21,7 +21,13 @@ import (
 // short probe interval.
 func redisHandler(t *testing.T, srv *redistest.Server, rules ...ruleconfig.Rule) *Handler {
 	t.Helper()
-	cfg := &appconfig.RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":", ProbeInterval: caddy.Duration(50 * time.Millisecond)}
+	// A call's timeout of 1 s, not the default 50 ms: under -race on two
+	// busy cores a call to a live Redis can take longer than 50 ms, and a
+	// test that counts Redis's decisions must not see a fallback instead
+	// (TestRedisStoreCounters and TestMaxConcurrentRedisTiers flaked so).
+	// A Redis killed by a test refuses at once, well within it.
+	cfg := &appconfig.RedisConfig{Addresses: []string{srv.Addr}, KeyPrefix: "unit:" + t.Name() + ":",
+		ProbeInterval: caddy.Duration(50 * time.Millisecond), Timeout: caddy.Duration(time.Second)}
 	app := &App{Store: &appconfig.StoreConfig{Redis: cfg}, logger: zap.NewNop()}
 	var err error
 	if app.redis, err = provisionRedis(app.Store); err != nil {

@@ -128,7 +128,7 @@ func (ru *rule) blockedWait(a *App, f facts, now, until time.Time) time.Duration
 	if sh := a.sharing(); ru.clustered && sh != nil {
 		// this node's share of the key's limit, as decide peeks it
 		limit := uint32(min(limiter.ScaledCount(ru.Limits[0].Count, scale), math.MaxUint32))
-		share, _ := sh.Share(ru.hash, f.key, limit)
+		share, _ := sh.ShareAt(ru.hash, f.key, limit, now)
 		scale *= share
 	}
 	if d := ru.lim.PeekScaledAt(f.key, now, f.cost, scale); !d.Allowed {
@@ -181,16 +181,36 @@ func (h *Handler) offend(ru *rule, q *request, f facts, v *verdict) (blocked boo
 // here yet (the cold share, a raise on its way) starts none: the key asks
 // for more in this node's next report (a key of limit 30 an hour was
 // blocked for the hour after 11 requests on one node of three).
+//
+// A bucket of a window of gossip.RescaleMinWindow or more keeps its units
+// in use across its share (limiter.Limiter.RescaleAt): its count here is
+// those units at its share, against its capacity.
 func (ru *rule) fleetOver(a *App, f facts, now time.Time) bool {
 	sh := a.sharing()
 	if !ru.clustered || sh == nil {
 		return true
 	}
-	if d := ru.lim.PeekScaledAt(f.key, now, f.cost, f.scale); !d.Allowed {
-		return true
-	}
 	limit := float64(limiter.ScaledCount(ru.Limits[0].Count, f.scale))
-	fleet := ru.lim.UsedAt(f.key, now) + int64(sh.OthersUsed(ru.hash, f.key, now)) + f.cost
+	here := int64(0)
+	switch algo := limiter.Algorithm(ru.Algorithm); {
+	case (algo == limiter.TokenBucket || algo == limiter.LeakyBucket) && ru.Limits[0].Span() >= gossip.RescaleMinWindow:
+		share, _ := sh.ShareAt(ru.hash, f.key, uint32(min(limit, math.MaxUint32)), now)
+		here = ru.lim.UsedScaledAt(f.key, now, f.scale*share)
+		if algo == limiter.TokenBucket && ru.Burst > 0 {
+			limit = float64(limiter.ScaledCount(ru.Burst, f.scale))
+		}
+		if float64(here+f.cost) > limit {
+			return true
+		}
+	default:
+		if d := ru.lim.PeekScaledAt(f.key, now, f.cost, f.scale); !d.Allowed {
+			return true
+		}
+		if algo != limiter.TokenBucket && algo != limiter.LeakyBucket {
+			here = ru.lim.UsedAt(f.key, now) // a short window's bucket reports no use
+		}
+	}
+	fleet := here + int64(sh.OthersUsed(ru.hash, f.key, now)) + f.cost
 	return float64(fleet) > limit*(1-gossip.DefaultFloor)
 }
 

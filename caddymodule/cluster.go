@@ -102,10 +102,12 @@ func (a *App) sharedRules() []gossip.Rule {
 				return d
 			},
 		}
+		r.Used = func(key string, now time.Time, share float64) uint64 {
+			return uint64(max(lim.UsedScaledAt(key, now, share), 0))
+		}
 		switch limiter.Algorithm(p.rule.Algorithm) {
-		case limiter.TokenBucket, limiter.LeakyBucket:
-		default: // a window: its count does not move with a share
-			r.Used = func(key string, now time.Time) uint64 { return uint64(max(lim.UsedAt(key, now), 0)) }
+		case limiter.TokenBucket, limiter.LeakyBucket: // a time, which a share scales
+			r.Rescale = lim.RescaleAt
 		}
 		out = append(out, r)
 	}

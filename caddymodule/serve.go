@@ -234,7 +234,7 @@ func (ru *rule) decide(app *App, key string, now time.Time, cost int64, scale fl
 		return ru.lim.AllowScaledAt(key, now, cost, scale), scale
 	}
 	limit := uint32(min(limiter.ScaledCount(ru.Limits[0].Count, scale), math.MaxUint32))
-	share, tracked := sh.Share(ru.hash, key, limit)
+	share, tracked := sh.ShareAt(ru.hash, key, limit, now)
 	d = ru.lim.AllowScaledAt(key, now, cost, scale*share)
 	if q := d.Quotas[0]; !tracked && 2*q.Remaining <= q.Limit {
 		sh.Track(ru.hash, key, limit) // near its share here: follow it

@@ -49,7 +49,7 @@ func (s *Sharing) Slots(rule uint64, key string, n uint32) (capSlots int64, isTr
 	}
 	t := v.(*tracked)
 	if t.key.Load() == nil { // hot elsewhere, first seen here
-		s.adopt(rule, t, key, n)
+		s.adopt(rule, t, key, n, time.Time{})
 	}
 	return t.slots.Load(), true
 }

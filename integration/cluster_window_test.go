@@ -7,7 +7,8 @@ import (
 )
 
 // longWindowCaddyfile: shared rules of 30 an hour (with block_for) and
-// 30 a day, on a cluster of three.
+// 30 a day, on a cluster of three, with the default sliding_window and
+// with token_bucket.
 const longWindowCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit /hour {
 		name hour
@@ -19,6 +20,21 @@ const longWindowCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit /day {
 		name day
 		limit 30 1d
+		by header X-Api-Key
+		problem_json
+	}
+	rate_limit /tb-hour {
+		name tb-hour
+		limit 30 1h
+		algorithm token_bucket
+		by header X-Api-Key
+		block_for 1h
+		problem_json
+	}
+	rate_limit /tb-day {
+		name tb-day
+		limit 30 1d
+		algorithm token_bucket
 		by header X-Api-Key
 		problem_json
 	}
@@ -57,12 +73,14 @@ func longWindowSend(t *testing.T, p *caddyProc, n int, path, key string) []strin
 // first denial once the fleet's count is at its limit (29 + 1 > 98% of
 // 30), not at the denials of the cold share on the way (before: a block
 // of an hour after 11 requests). A key asked on the three nodes in turn
-// gets at most L plus the use slack (5%) over the fleet.
+// gets at most L plus the use slack (5%) over the fleet. The same with
+// token_bucket (issue 36: 11 of 30 before, a bucket emptied at the cold
+// share staying empty at a larger one).
 func TestClusterLongWindowOneNode(t *testing.T) {
 	needCaddy(t)
 	t.Parallel()
 	nodes := startNodes(t, 3, caddyOf(t, longWindowCaddyfile))
-	for _, path := range []string{"/hour", "/day"} {
+	for _, path := range []string{"/hour", "/day", "/tb-hour", "/tb-day"} {
 		got := longWindowSend(t, nodes[0], 45, path, "one-"+path[1:])
 		t.Logf("%s on node 1: %v", path, got)
 		admitted, at := 0, -1 // at: the answer after the 29th 200
@@ -82,7 +100,7 @@ func TestClusterLongWindowOneNode(t *testing.T) {
 			}
 		}
 		var want string
-		if path == "/hour" {
+		if strings.HasSuffix(path, "hour") { // block_for 1h
 			want = "quota" + strings.Repeat(" block", len(got)-at-1)
 		} else {
 			want = strings.TrimSpace(strings.Repeat("quota ", len(got)-at))
@@ -91,19 +109,23 @@ func TestClusterLongWindowOneNode(t *testing.T) {
 			t.Fatalf("%s: after the 29th 200: %s, want %s", path, rest, want)
 		}
 	}
-	if s := nodes[0].keyState(t, "hour", "one-hour"); s.BlockedUntil == nil || s.Offences != 1 {
-		t.Fatalf("node 1's view of the blocked key: %+v", s)
+	for _, rule := range []string{"hour", "tb-hour"} {
+		if s := nodes[0].keyState(t, rule, "one-"+rule); s.BlockedUntil == nil || s.Offences != 1 {
+			t.Fatalf("%s: node 1's view of the blocked key: %+v", rule, s)
+		}
 	}
 	// the same key on the three nodes in turn: the fleet holds L (plus 5%)
-	admitted := 0
-	for i := range 60 {
-		if code := nodes[i%3].status(t, "/day", "X-Api-Key", "spread"); code == 200 {
-			admitted++
+	for _, path := range []string{"/day", "/tb-day"} {
+		admitted := 0
+		for i := range 60 {
+			if code := nodes[i%3].status(t, path, "X-Api-Key", "spread"); code == 200 {
+				admitted++
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("/day on the three nodes in turn: %d admitted of 60 asked", admitted)
-	if admitted > 31 {
-		t.Fatalf("the fleet admitted %d of a key's limit of 30, want at most 31", admitted)
+		t.Logf("%s on the three nodes in turn: %d admitted of 60 asked", path, admitted)
+		if admitted > 31 {
+			t.Fatalf("%s: the fleet admitted %d of a key's limit of 30, want at most 31", path, admitted)
+		}
 	}
 }

@@ -70,13 +70,32 @@ func (l *Limiter) TakeDemand(key string) (demand uint64, share float64) {
 // in force at now: the count (a sliding window's weighted estimate), at
 // most the limit. It is what a cluster must know of the other nodes'
 // use of a window that a share moving between them does not reset. A
-// bucket (token or leaky) has no window: 0.
+// bucket (token or leaky): UsedScaledAt at a scale of 1.
 func (l *Limiter) UsedAt(key string, now time.Time) int64 {
+	return l.UsedScaledAt(key, now, 1)
+}
+
+// UsedScaledAt is UsedAt for a key decided at scale (AllowScaledAt): a
+// window's count is the same at any scale; a bucket's (token or leaky) is
+// the units its state holds at that scale, not yet refilled (token) or
+// drained (leaky), rounded up: how far its TAT is ahead of now over the
+// time a unit takes at scale. A charge's debt counts, past the capacity.
+func (l *Limiter) UsedScaledAt(key string, now time.Time, scale float64) int64 {
 	p := l.plan.Load()
-	if p.algo == TokenBucket || p.algo == LeakyBucket {
-		return 0
-	}
 	used := int64(0)
+	if p.algo == TokenBucket || p.algo == LeakyBucket {
+		if !(scale > 0) {
+			return 0
+		}
+		lp := p.limits[0]
+		l.atKey(key, func(t *table, slot int) {
+			var buf [3]uint64
+			w := t.snapshot(slot, &buf)
+			n := scaled(lp.n, scale)
+			used = backlog(w[lp.word], w[lp.word+1], now.UnixNano(), n).ceil(uint64(lp.w))
+		})
+		return min(used, MaxCount)
+	}
 	l.atKey(key, func(t *table, slot int) {
 		var st step
 		var buf [3]uint64
@@ -84,4 +103,49 @@ func (l *Limiter) UsedAt(key string, now time.Time) int64 {
 		used = p.limits[0].n - st.quota.Remaining
 	})
 	return used
+}
+
+// RescaleAt moves key's buckets (token and leaky; nothing for a window)
+// from a scale of from to a scale of to (a cluster share that changed),
+// keeping the units they hold in use: a bucket's state is the time until
+// it is full (or empty) again, which a unit of a smaller scale makes
+// longer, so that, left as it is, a key that emptied its bucket at a
+// small share would stay empty at a larger one (a key of limit 30 a day
+// on one node of three admitted 11 of 30 there, its cold share). Under
+// a cut, units past the new capacity are kept as a debt (as a charge's),
+// so that what the nodes hold in use together is the same before and
+// after a share moves between them. Scales of 0 or less, or equal, do
+// nothing, and so does a limiter without Config.Shares.
+func (l *Limiter) RescaleAt(key string, now time.Time, from, to float64) {
+	p := l.plan.Load()
+	if p.shareW == 0 || p.algo != TokenBucket && p.algo != LeakyBucket || !(from > 0) || !(to > 0) || from == to {
+		return
+	}
+	t := now.UnixNano()
+	l.atKey(key, func(tb *table, slot int) {
+		w := tb.record(slot)
+		for _, lp := range p.limits {
+			capacity := int64(0)
+			if p.algo == TokenBucket {
+				capacity = p.depth(lp.capacity, to)
+			}
+			rescaleBucket(&w[lp.word], &w[lp.word+1], t, lp.w, scaled(lp.n, from), scaled(lp.n, to), capacity)
+		}
+	})
+}
+
+// rescaleBucket moves a bucket's TAT (a, b) ahead of now from units of
+// w/from to units of w/to, the units held the same; capacity > 0 (a token
+// bucket's at to) marks a TAT past it as a debt.
+func rescaleBucket(a, b *uint64, now, w, from, to, capacity int64) {
+	x := backlog(*a, *b, now, from) // in from-ths of a ns
+	if x.isZero() {
+		return
+	}
+	// x/from ns hold x/w units; at to they take x/w×w/to ns: x/to ns,
+	// that is x to-ths of a ns
+	*a, *b, _ = tatAfter(now, x, to)
+	if capacity > 0 && tolerance(capacity, w, to).less(x) {
+		*b |= debtBit
+	}
 }

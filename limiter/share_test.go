@@ -89,12 +89,73 @@ func TestUsedAt(t *testing.T) {
 				l.AllowAt("k", base.Add(time.Duration(j)), 1) // the later ones lock-free
 			}
 		}
+		scale := 1.0
+		if shares {
+			scale = 0.5
+		}
+		if got := l.UsedScaledAt("k", base.Add(ms), scale); got != 4 {
+			t.Errorf("%s (shares %v): used %d after 4, want 4", algo, shares, got)
+		}
+		// a bucket's units at another scale: 4 units of 1/5 s at 0.5,
+		// 7.99 of 1/10 s at 1 a millisecond on, rounded up; a window's
+		// count the same
 		want := int64(4)
-		if algo == TokenBucket {
-			want = 0
+		if algo == TokenBucket && shares {
+			want = 8
 		}
 		if got := l.UsedAt("k", base.Add(ms)); got != want {
-			t.Errorf("%s (shares %v): used %d after 4, want %d", algo, shares, got, want)
+			t.Errorf("%s (shares %v): UsedAt %d after 4, want %d", algo, shares, got, want)
 		}
+	}
+}
+
+// RescaleAt keeps a bucket's units in use across a change of scale: a key
+// of limit 30 a day that took 11 at a share of 11/30 holds 11 at a share
+// of 29/30 (18 more fit, where without it the bucket stays empty), and
+// under a cut back to 11/30 its 29 units are a debt: nothing fits until
+// 19 have refilled at the smaller rate. A leaky bucket's queue likewise.
+func TestRescaleAt(t *testing.T) {
+	for _, algo := range []Algorithm{TokenBucket, LeakyBucket} {
+		day := 24 * time.Hour
+		cfg := Config{Algorithm: algo, Limits: []Limit{{Count: 30, Window: day}}, Shares: true}
+		if algo == LeakyBucket {
+			cfg.MaxDelay = day // a queue of a day: the units are the requests queued
+		}
+		l := mustNew(t, cfg)
+		cold, hot := 11.0/30, 29.0/30
+		took := func(at time.Time, scale float64) int {
+			n := 0
+			for l.AllowScaledAt("k", at, 1, scale).Allowed {
+				n++
+			}
+			return n
+		}
+		if n := took(base, cold); n != 11 && algo == TokenBucket || n != 12 && algo == LeakyBucket {
+			t.Fatalf("%s: %d at the cold share", algo, n)
+		}
+		if got := l.UsedScaledAt("k", base, cold); got != 11 && algo == TokenBucket {
+			t.Errorf("%s: used %d at the cold share, want 11", algo, got)
+		}
+		l.RescaleAt("k", base, cold, hot)
+		if got := l.UsedScaledAt("k", base, hot); got != 11 && algo == TokenBucket {
+			t.Errorf("%s: used %d after the raise, want 11", algo, got)
+		}
+		if n := took(base, hot); n != 18 {
+			t.Errorf("%s: %d more after the raise, want 18", algo, n)
+		}
+		l.RescaleAt("k", base, hot, cold)
+		if n := took(base.Add(day*18/11), cold); algo == TokenBucket && n != 0 {
+			t.Errorf("%s: %d after the cut, 18 units refilled, want 0", algo, n)
+		}
+		if n := took(base.Add(day*19/11+time.Second), cold); algo == TokenBucket && n != 1 {
+			t.Errorf("%s: %d after the cut, 19 units refilled, want 1", algo, n)
+		}
+	}
+	// without Shares, or at equal scales, nothing moves
+	l := mustNew(t, Config{Algorithm: TokenBucket, Limits: []Limit{{Count: 10, Window: s1}}})
+	l.AllowAt("k", base, 4)
+	l.RescaleAt("k", base, 0.5, 1)
+	if got := l.UsedAt("k", base); got != 4 {
+		t.Errorf("without Shares: used %d after a rescale, want 4", got)
 	}
 }

@@ -58,8 +58,11 @@ type Scenario struct {
 	// Algorithm is the nodes' limiter algorithm. Default: token bucket
 	// (burst L/10); a window has no burst.
 	Algorithm limiter.Algorithm
-	Seed      uint64  // default 1
-	Loss      float64 // probability that a message is lost
+	// Burst is a token bucket's capacity, units. Default: L/10 (at least
+	// 1); a rule's own default, L, is Burst = Limit.
+	Burst int64
+	Seed  uint64  // default 1
+	Loss  float64 // probability that a message is lost
 
 	// Latency is the one-way delay of a message, plus up to Jitter more.
 	// Defaults: 5ms and 5ms.
@@ -169,6 +172,7 @@ func (s *Scenario) defaults() {
 	orDefault(&s.PartitionSize, 4)
 	orDefault(&s.Algorithm, limiter.TokenBucket)
 	orDefault(&s.Window, time.Second)
+	orDefault(&s.Burst, max(s.Limit/10, 1))
 	orDefault(&s.Rate, s.Offered*float64(s.Limit)/s.Window.Seconds())
 }
 
@@ -192,7 +196,7 @@ func Run(s Scenario) Result {
 	}
 	burst := int64(0)
 	if s.Algorithm == limiter.TokenBucket {
-		burst = max(s.Limit/10, 1)
+		burst = s.Burst
 	}
 	for i := range s.Nodes {
 		lim, err := limiter.New(limiter.Config{
@@ -211,8 +215,11 @@ func Run(s Scenario) Result {
 			d, _ := lim.TakeDemand(key)
 			return d
 		}}
-		if s.Algorithm != limiter.TokenBucket && s.Algorithm != limiter.LeakyBucket {
-			rule.Used = func(key string, now time.Time) uint64 { return uint64(lim.UsedAt(key, now)) }
+		rule.Used = func(key string, now time.Time, share float64) uint64 {
+			return uint64(lim.UsedScaledAt(key, now, share))
+		}
+		if s.Algorithm == limiter.TokenBucket || s.Algorithm == limiter.LeakyBucket {
+			rule.Rescale = lim.RescaleAt
 		}
 		sh.SetRules([]gossip.Rule{rule})
 		sm.nodes = append(sm.nodes, &node{name: name, lim: lim, share: sh})
@@ -389,7 +396,7 @@ func (sm *sim) run() Result {
 					key = sm.zipf.Uint64()
 				}
 				name := sm.names[key]
-				share, tracked := n.share.Share(rule, name, uint32(s.Limit))
+				share, tracked := n.share.ShareAt(rule, name, uint32(s.Limit), sm.at(when))
 				asked[step]++
 				d := n.lim.AllowScaledAt(name, sm.at(when), 1, share)
 				if q := d.Quotas[0]; !tracked && 2*q.Remaining <= q.Limit {

@@ -122,7 +122,8 @@ func (p *plan) charge(words []uint64, logs []eventLog, now, cost int64, scale fl
 		case SlidingWindow:
 			*a, *b = chargeSliding(*a, *b, p.slidingCur(i, *a, *b, now), lp.w, cost)
 		case TokenBucket:
-			chargeBucket(a, b, now, lp.w, scaled(lp.n, scale), scaled(lp.capacity, scale), true, cost)
+			w, n := p.bucketRate(lp, scale)
+			chargeBucket(a, b, now, w, n, scaled(lp.capacity, scale), true, cost)
 		case LeakyBucket:
 			chargeBucket(a, b, now, lp.w, scaled(lp.n, scale), 0, false, cost)
 		}

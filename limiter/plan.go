@@ -120,6 +120,32 @@ func ScaledCount(n int64, scale float64) int64 {
 	return max(1, int64(v))
 }
 
+// fineUnits is how finely a token bucket's rate under a share is kept:
+// in 1/fineUnits of a unit a window (bucketRate).
+const fineUnits = 1024
+
+// bucketRate is a token bucket limit's rate at scale, as n units per w
+// ns: n×scale rounded down (scaled), but under Config.Shares at a scale
+// other than 1, n×scale itself to 1/fineUnits of a unit, over a window
+// fineUnits times longer (fewer times if that would pass maxSpan or
+// MaxCount). Rounded down, a share of a tenth of 100 a second lost up to
+// a unit a second on every node: ten nodes sharing L = 100/s admitted a
+// median second of 0.92–0.99×L (gossip/sim, seeds 1–6), 0.96–1.01 with
+// the rate kept whole. A rate below one unit a window is one, as scaled.
+// The bucket's TAT is a time, the same in either form; its fraction is
+// in n-ths of a nanosecond and read under another n as at most n−1.
+func (p *plan) bucketRate(lp *limitPlan, scale float64) (w, n int64) {
+	v := float64(lp.n) * scale
+	if p.shareW == 0 || scale == 1 || p.algo != TokenBucket || !(v > 1) || !(v < MaxCount) {
+		return lp.w, scaled(lp.n, scale)
+	}
+	k := int64(fineUnits)
+	for k > 1 && (lp.w > maxSpan/k || v*float64(k) >= MaxCount) {
+		k /= 2
+	}
+	return lp.w * k, int64(v * float64(k))
+}
+
 // decide runs every limit of p on a key's words and logs. If all pass and
 // take is set, it writes the new state; otherwise it leaves the key as it
 // was. The quotas reported are the state the
@@ -275,7 +301,9 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 			lp.ub.token(s, words[lp.word], now, lp.w, n, cost) {
 			return
 		}
-		tokenBucket(s, words[lp.word], words[lp.word+1], now, lp.w, n, p.depth(lp.capacity, scale), cost, scale != 1)
+		w, fn := p.bucketRate(lp, scale)
+		tokenBucket(s, words[lp.word], words[lp.word+1], now, w, fn, p.depth(lp.capacity, scale), cost, scale != 1)
+		s.quota.Limit, s.quota.Window = n, time.Duration(lp.w)
 	case LeakyBucket:
 		depth := int64(0)
 		if lp.capacity > 0 {
@@ -293,8 +321,10 @@ func (p *plan) step(s *step, i int, words []uint64, logs []eventLog, now, cost i
 // bucket) no more than full at scale (a scale other than 1).
 func (p *plan) atMostFull(words []uint64, now int64, scale float64) {
 	if p.algo == TokenBucket {
-		for _, lp := range p.limits {
-			atMostFull(&words[lp.word], &words[lp.word+1], now, lp.w, scaled(lp.n, scale), p.depth(lp.capacity, scale))
+		for i := range p.limits {
+			lp := &p.limits[i]
+			w, n := p.bucketRate(lp, scale)
+			atMostFull(&words[lp.word], &words[lp.word+1], now, w, n, p.depth(lp.capacity, scale))
 		}
 	}
 	if p.burstW != 0 {

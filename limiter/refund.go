@@ -81,7 +81,8 @@ func (p *plan) refund(words []uint64, logs []eventLog, took, now, cost int64, sc
 		case FixedWindow:
 			*b = refundFixedWindow(*a, *b, p.windowStart(i, took), cost)
 		case TokenBucket, LeakyBucket:
-			*a, *b = refundBucket(*a, *b, took, now, lp.w, scaled(lp.n, scale), cost)
+			w, n := p.bucketRate(&lp, scale)
+			*a, *b = refundBucket(*a, *b, took, now, w, n, cost)
 		}
 	}
 	if p.burstW != 0 {

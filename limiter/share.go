@@ -87,12 +87,12 @@ func (l *Limiter) UsedScaledAt(key string, now time.Time, scale float64) int64 {
 		if !(scale > 0) {
 			return 0
 		}
-		lp := p.limits[0]
+		lp := &p.limits[0]
 		l.atKey(key, func(t *table, slot int) {
 			var buf [3]uint64
-			w := t.snapshot(slot, &buf)
-			n := scaled(lp.n, scale)
-			used = backlog(w[lp.word], w[lp.word+1], now.UnixNano(), n).ceil(uint64(lp.w))
+			words := t.snapshot(slot, &buf)
+			w, n := p.bucketRate(lp, scale)
+			used = backlog(words[lp.word], words[lp.word+1], now.UnixNano(), n).ceil(uint64(w))
 		})
 		return min(used, MaxCount)
 	}
@@ -124,28 +124,33 @@ func (l *Limiter) RescaleAt(key string, now time.Time, from, to float64) {
 	t := now.UnixNano()
 	l.atKey(key, func(tb *table, slot int) {
 		w := tb.record(slot)
-		for _, lp := range p.limits {
+		for i := range p.limits {
+			lp := &p.limits[i]
 			capacity := int64(0)
 			if p.algo == TokenBucket {
 				capacity = p.depth(lp.capacity, to)
 			}
-			rescaleBucket(&w[lp.word], &w[lp.word+1], t, lp.w, scaled(lp.n, from), scaled(lp.n, to), capacity)
+			wf, nf := p.bucketRate(lp, from)
+			wt, nt := p.bucketRate(lp, to)
+			rescaleBucket(&w[lp.word], &w[lp.word+1], t, wf, nf, wt, nt, capacity)
 		}
 	})
 }
 
 // rescaleBucket moves a bucket's TAT (a, b) ahead of now from units of
-// w/from to units of w/to, the units held the same; capacity > 0 (a token
-// bucket's at to) marks a TAT past it as a debt.
-func rescaleBucket(a, b *uint64, now, w, from, to, capacity int64) {
-	x := backlog(*a, *b, now, from) // in from-ths of a ns
+// wf/nf ns to units of wt/nt (bucketRate at each scale), the units held
+// the same; capacity > 0 (a token bucket's at the new scale) marks a TAT
+// past it as a debt.
+func rescaleBucket(a, b *uint64, now, wf, nf, wt, nt, capacity int64) {
+	x := backlog(*a, *b, now, nf) // in nf-ths of a ns: x/wf units
 	if x.isZero() {
 		return
 	}
-	// x/from ns hold x/w units; at to they take x/w×w/to ns: x/to ns,
-	// that is x to-ths of a ns
-	*a, *b, _ = tatAfter(now, x, to)
-	if capacity > 0 && tolerance(capacity, w, to).less(x) {
+	// x/wf units take x/wf×wt/nt ns at the new rate: y = x×wt/wf nt-ths
+	q, r := x.divmod(uint64(wf))
+	y := mul(uint64(q), uint64(wt)).add(u128{0, uint64(mul(r, uint64(wt)).div(uint64(wf)))})
+	*a, *b, _ = tatAfter(now, y, nt)
+	if capacity > 0 && tolerance(capacity, wt, nt).less(y) {
 		*b |= debtBit
 	}
 }

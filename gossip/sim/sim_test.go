@@ -67,7 +67,11 @@ func check(t *testing.T, r Result) {
 	}
 	if s.PartitionAt > 0 && s.OnPartition == gossip.FailClosed {
 		// Target ≤ L: the minority denies, the majority takes the limit.
-		if hi > 1.02 || r.MaxWindow > 1.02 || lo < 0.93 {
+		// The 1 s window across the partition's start admits 1.027×L
+		// since a token bucket's rate under a share is no longer rounded
+		// down to whole units (1.019 before, which lost up to half a unit
+		// a node a second everywhere else).
+		if hi > 1.02 || r.MaxWindow > 1.03 || lo < 0.93 {
 			t.Errorf("%s: admitted/L in [%.3f, %.3f], max window %.3f", s.Name, lo, hi, r.MaxWindow)
 		}
 		return

@@ -88,7 +88,8 @@
 // times a minute keeps its share where it is used (limit 30 a day, one
 // node of three: 29 admitted, where it went back to the cold share, 11,
 // between two requests; gossip/sim TestLongWindowOneNode). Under a share the limiter
-// holds a token bucket at min(burst, 3) units at least and starts a
+// holds a token bucket at min(burst, 3) units at least, refilled at the
+// share's rate unrounded (to 1/1024 of a unit a window), and starts a
 // sliding window's windows at the key's first request, weighing the
 // previous window's part rounded down (limiter.Config.Shares). A bucket
 // (token or leaky) of a window of RescaleMinWindow (2 s) or more reports

@@ -12,13 +12,21 @@ import (
 // tenNodesLimit is L of TestClusterTenNodes, a second.
 const tenNodesLimit = 100
 
-// tenNodesCaddyfile: L = 100 a second per key, token_bucket on /tb and
-// sliding_window on /sw, shared by the cluster.
+// tenNodesCaddyfile: L = 100 a second per key, shared by the cluster:
+// token_bucket on /tb (its capacity the default, L) and /tb10 (burst 10),
+// sliding_window on /sw.
 const tenNodesCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 	rate_limit /tb {
 		name tb
 		limit 100 1s
 		algorithm token_bucket
+		by header X-Api-Key
+	}
+	rate_limit /tb10 {
+		name tb10
+		limit 100 1s
+		algorithm token_bucket
+		burst 10
 		by header X-Api-Key
 	}
 	rate_limit /sw {
@@ -32,17 +40,16 @@ const tenNodesCaddyfile = nodeGlobal + `http://127.0.0.1:{{.HTTP}} {
 
 // TestClusterTenNodes (issue 36): ten real nodes share L = 100 a second;
 // a client sends 2×L evenly paced, a fresh key a phase, each request to a
-// node drawn at random, evenly or skewed (half to one node). The median
-// second from the key's third is within 0.92–1.05×L, and a cold
-// token_bucket key's first second at least 0.9×L. Issue 36 asks 0.95 for
-// the median: two runs here gave 0.95, 0.96, 0.97, 0.94 and 0.95, 0.96,
-// 0.95, 0.98 (token_bucket even, skewed; sliding_window even, skewed): a
-// node's share is 10 units a second, and whole units (a window's
-// previous part rounded down, a bucket's whole tokens) lose about half a
-// unit a node a second (docs/cluster.md, "What the figures mean"). The
-// first second of a cold token_bucket key was 1.26–1.30×L even and
-// 1.07–1.08 skewed: ten cold shares sum to 1.1×L, each bucket full at its
-// share of the burst (100). Skipped under -short: ten processes.
+// node drawn at random, evenly or skewed (half to one node), each phase
+// once. The median second from the key's third is within 0.95–1.05×L
+// with token_bucket (a share's rate is no longer rounded down to whole
+// units: it was 0.94–0.96, whole units losing up to one a node a second),
+// 0.92–1.05 with sliding_window, whose count is whole units (0.93–0.98
+// here: docs/cluster.md, "What the figures mean"). A cold token_bucket
+// key's first second is 0.9–1.1×L with burst 10; with the default
+// capacity (L) it is not bounded by 1.1: a token bucket admits up to its
+// capacity plus L in a second, one node alone 1.99×L (gossip/sim), the
+// ten 1.15–1.31 here. Skipped under -short: ten processes.
 func TestClusterTenNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("ten Caddy processes")
@@ -52,7 +59,7 @@ func TestClusterTenNodes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(36, 1))
 	var mu sync.Mutex
 	skewed := []float64{9, 1, 1, 1, 1, 1, 1, 1, 1, 1}
-	for _, path := range []string{"/tb", "/sw"} {
+	for _, path := range []string{"/tb", "/tb10", "/sw"} {
 		for i, split := range [][]float64{nil, skewed} {
 			key := fmt.Sprintf("ten-%s-%d", path[1:], i)
 			admitted, _ := accuracyLoad(t, path, key, 6, 2*tenNodesLimit, func(time.Duration) *caddyProc {
@@ -68,11 +75,15 @@ func TestClusterTenNodes(t *testing.T) {
 			slices.Sort(steady)
 			med := steady[len(steady)/2]
 			t.Logf("%s split %v: admitted/L per second %.2f, median from 2s %.2f", path, split, r, med)
-			if med < 0.92 || med > 1.05 {
-				t.Errorf("%s split %v: median %.2f×L, want 0.92–1.05", path, split, med)
+			lo := 0.95
+			if path == "/sw" {
+				lo = 0.92
 			}
-			if path == "/tb" && r[0] < 0.9 {
-				t.Errorf("%s split %v: a cold key's first second %.2f×L, want ≥ 0.9", path, split, r[0])
+			if med < lo || med > 1.05 {
+				t.Errorf("%s split %v: median %.2f×L, want %.2f–1.05", path, split, med, lo)
+			}
+			if path == "/tb10" && (r[0] < 0.9 || r[0] > 1.1) {
+				t.Errorf("%s split %v: a cold key's first second %.2f×L, want 0.9–1.1", path, split, r[0])
 			}
 		}
 	}

@@ -23,7 +23,8 @@ type Rule struct {
 	// node (limiter.Limiter.UsedScaledAt): a window's count in the window
 	// in force, which a share moving to another node does not carry, or a
 	// bucket's units not yet refilled (or drained), which a long window
-	// takes as long to give back. Reports carry it: a key is hot while
+	// takes as long to give back (a bucket's from RescaleMinWindow on;
+	// below it, its use is not asked). Reports carry it: a key is hot while
 	// some node holds units of it, divided by use while no node asks for
 	// it, and each node caps its share at what the others' use leaves of
 	// the limit.
@@ -51,8 +52,7 @@ type Rule struct {
 // (simulated). At 1 s the shares that follow its rate give 0.98×L either
 // way, and moving units with every share there let a move of traffic hand
 // the new node a full bucket while the old one still held its own (the
-// simulator's 10-node move: 1.05×L in a 1 s window, 0.99 as a time; a
-// fail_closed partition 1.024, over its bound of 1.02).
+// simulator's 10-node move: 1.05×L in a 1 s window, 0.99 as a time).
 const RescaleMinWindow = 2 * time.Second
 
 // rescales is true for a bucket rule whose state moves with its share.

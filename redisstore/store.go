@@ -40,6 +40,7 @@ type Store struct {
 	longest time.Duration
 	breaker *Breaker   // nil: none
 	flights *coalescer // nil: Config.Coalesce off
+	batch   *Batcher   // nil: a round trip per call (Config.Batcher)
 	denied  *overLimit // nil: no over-limit cache
 	now     func() time.Time
 	stats   *Counters
@@ -67,6 +68,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	cfg.BlockFor = append([]time.Duration(nil), cfg.BlockFor...)
 	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now, blocks: len(cfg.BlockFor) > 0}
 	s.stats = cfg.Counters
+	s.batch = cfg.Batcher
 	if s.stats == nil {
 		s.stats = new(Counters)
 	}
@@ -284,7 +286,8 @@ func (s *Store) Refund(ctx context.Context, key string, t limiter.Taken) error {
 }
 
 // run calls the script through the breaker: EVALSHA, or EVAL when Redis
-// answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+// answers NOSCRIPT (after a restart or SCRIPT FLUSH); through the
+// Config.Batcher if there is one.
 func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool) (any, error) {
 	if s.breaker != nil && !s.breaker.Allow() {
 		return nil, fmt.Errorf("redisstore: %w (breaker open)", ErrUnavailable)
@@ -302,14 +305,21 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 	}
 	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), n, scaled, s.clockArg())
 	args = append(args, rest...)
-	res, err := s.script.Run(ctx, s.client, s.RedisKeys(key), args...).Result()
-	if gathered && errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("redisstore: %w: a coalesced call: %w", ErrUnavailable, err)
+	c := &batchCall{script: s.script, keys: s.RedisKeys(key), args: args, breaker: s.breaker, gathered: gathered}
+	if s.batch != nil {
+		return s.batch.run(ctx, c)
 	}
-	if err := s.done(err); err != nil {
+	res, err := s.script.Run(ctx, s.client, c.keys, args...).Result()
+	if err := c.report(err); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// errGatheredLate wraps the timeout of a coalesced call (see callN): not
+// held against Redis by the breaker.
+func errGatheredLate(err error) error {
+	return fmt.Errorf("redisstore: %w: a coalesced call: %w", ErrUnavailable, err)
 }
 
 // maxScales is how many scales' arguments a Store keeps: tiers and

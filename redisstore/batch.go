@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,16 +11,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxBatch is the most scripts a Batcher sends in one round trip; the
-// rest wait for the next.
-const MaxBatch = 128
+// DefaultMaxBatch is the most scripts a Batcher sends in one round trip,
+// when BatcherConfig.MaxBatch is 0; the rest wait for the next.
+const DefaultMaxBatch = 128
+
+// BatcherConfig is a Batcher's configuration.
+type BatcherConfig struct {
+	// MaxBatch is the most scripts sent in one pipeline. 1 (or negative):
+	// none, every call is sent at once, alone, even while others are in
+	// the air (each on a connection of the client's pool). Default:
+	// DefaultMaxBatch.
+	MaxBatch int
+	// Counters, if set, is where the Batcher counts its traffic; several
+	// may share one. Default: the Batcher's own.
+	Counters *BatchCounters
+}
 
 // BatchCounters count a Batcher's traffic, for metrics; several Batchers
 // may share one.
 type BatchCounters struct {
 	// RoundTrips is the writes sent to Redis, each read back whole: a
-	// script sent alone or a pipeline of several (a NOSCRIPT resend
-	// counts again).
+	// script sent alone or a pipeline of several (a pipeline's resend
+	// after NOSCRIPT counts again).
 	RoundTrips atomic.Uint64
 	// Scripts is the script runs sent in them.
 	Scripts atomic.Uint64
@@ -29,8 +42,8 @@ type BatchCounters struct {
 // wire together: a call that finds the Batcher idle is sent at once,
 // alone, with its own context (no wait for a window, as without a
 // Batcher); the calls that arrive while it is in the air queue, and when
-// it lands they leave together in one pipeline (up to MaxBatch), one
-// write and one read for all of them, while the next ones queue. Redis
+// it lands they leave together in one pipeline (up to
+// BatcherConfig.MaxBatch), one write and one read for all of them, while the next ones queue. Redis
 // runs each script alone, so every decision stays one atomic script run,
 // exactly as if sent by itself; only the wire is shared.
 //
@@ -46,19 +59,23 @@ type BatchCounters struct {
 type Batcher struct {
 	client redis.UniversalClient
 	stats  *BatchCounters
+	max    int // BatcherConfig.MaxBatch with its default; 1: no batching
 
 	mu      sync.Mutex
 	queue   []*batchCall
 	sending bool // a call or a pipeline is in the air; arrivals queue
 }
 
-// NewBatcher returns a Batcher on client that counts into stats (nil: its
-// own).
-func NewBatcher(client redis.UniversalClient, stats *BatchCounters) *Batcher {
-	if stats == nil {
-		stats = new(BatchCounters)
+// NewBatcher returns a Batcher on client.
+func NewBatcher(client redis.UniversalClient, cfg BatcherConfig) *Batcher {
+	b := &Batcher{client: client, stats: cfg.Counters, max: max(cfg.MaxBatch, 1)}
+	if b.stats == nil {
+		b.stats = new(BatchCounters)
 	}
-	return &Batcher{client: client, stats: stats}
+	if cfg.MaxBatch == 0 {
+		b.max = DefaultMaxBatch
+	}
+	return b
 }
 
 // Stats returns the counters the Batcher counts into.
@@ -82,15 +99,15 @@ type batchCall struct {
 // none) and wraps the error as finish does; a gathered call's timeout is
 // not reported.
 func (b *Batcher) run(ctx context.Context, c *batchCall) (any, error) {
+	if b.max == 1 {
+		return b.alone(ctx, c)
+	}
 	b.mu.Lock()
 	if !b.sending {
 		b.sending = true
 		b.mu.Unlock()
-		b.stats.RoundTrips.Add(1)
-		b.stats.Scripts.Add(1)
-		c.res, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Result()
-		b.handOff()
-		return c.res, c.report(c.err)
+		defer b.handOff()
+		return b.alone(ctx, c)
 	}
 	c.deadline, _ = ctx.Deadline()
 	c.done = make(chan struct{})
@@ -104,6 +121,17 @@ func (b *Batcher) run(ctx context.Context, c *batchCall) (any, error) {
 		// still reaches the breaker when the pipeline lands
 		return nil, finish(nil, ctx.Err())
 	}
+}
+
+// alone sends c by itself, with ctx.
+func (b *Batcher) alone(ctx context.Context, c *batchCall) (any, error) {
+	b.stats.RoundTrips.Add(1)
+	b.stats.Scripts.Add(1)
+	res, err := c.script.Run(ctx, b.client, c.keys, c.args...).Result()
+	if err := c.report(err); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // handOff is called when a send lands: the calls queued meanwhile leave
@@ -120,11 +148,11 @@ func (b *Batcher) handOff() {
 	go b.drain()
 }
 
-// drain sends the queue, MaxBatch at a time, until it is empty.
+// drain sends the queue, b.max at a time, until it is empty.
 func (b *Batcher) drain() {
 	for {
 		b.mu.Lock()
-		n := min(len(b.queue), MaxBatch)
+		n := min(len(b.queue), b.max)
 		if n == 0 {
 			b.sending = false
 			b.mu.Unlock()
@@ -150,7 +178,7 @@ func (b *Batcher) send(batch []*batchCall) {
 	forever := false
 	for _, c := range batch {
 		if !c.deadline.IsZero() && !now.Before(c.deadline) {
-			c.err = errLate
+			c.err = errQueuedLate
 			close(c.done)
 			continue
 		}
@@ -198,6 +226,11 @@ func (b *Batcher) pipeline(ctx context.Context, calls []*batchCall, eval func(*r
 	_, _ = pipe.Exec(ctx) // each cmd holds its own error
 	return cmds
 }
+
+// errQueuedLate is a queued call's error when its deadline passed before
+// its batch could be sent: it is not sent, and the breaker hears nothing
+// (Redis did not fail).
+var errQueuedLate = fmt.Errorf("redisstore: %w: the call's deadline passed before its batch could be sent: %w", ErrUnavailable, context.DeadlineExceeded)
 
 // deliver hands c its reply.
 func (c *batchCall) deliver(cmd *redis.Cmd) {

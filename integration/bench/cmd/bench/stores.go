@@ -37,9 +37,6 @@ func storeCases() []storeCase {
 		{Name: "redis, pipeline off", App: map[string]any{"store": map[string]any{"redis": map[string]any{
 			"addresses": []string{redisAddr}, "no_pipeline": true}}},
 			Rule: map[string]any{"store": "redis"}},
-		{Name: "redis, one call a request", App: map[string]any{"store": map[string]any{"redis": map[string]any{
-			"addresses": []string{redisAddr}, "no_over_limit_cache": true, "no_pipeline": true}}},
-			Rule: map[string]any{"store": "redis"}},
 	}
 }
 
@@ -195,7 +192,7 @@ func storesSection(p printer, res *results) {
 		n = max(n, len(row.Runs))
 	}
 	p("Same harness as above, %d rounds; ×local is taken within a round.\n\n", n)
-	p("`redis` is the default (pipelining and the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, pipeline off` sends each call in a round trip of its own (`no_pipeline`); `redis, one call a request` turns the cache off too (`no_over_limit_cache`). ")
+	p("`redis` is the default (pipelining and the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, pipeline off` sends each call in a round trip of its own (`no_pipeline`). ")
 	p("Per 100 requests, over the measured run: Redis calls, from `caddy_rate_limit_store_requests_total` (the rest were coalesced into another request's call, or denied by the over-limit cache), and round trips, from `caddy_rate_limit_store_round_trips_total` (pipelined calls share one).\n\n")
 	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls / round trips per 100 requests |\n|---|---|---|---|---|---|\n")
 	local := map[string][]float64{}

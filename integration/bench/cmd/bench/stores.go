@@ -18,7 +18,7 @@ const (
 
 // A storeCase is where edgelimit keeps a rule's state: in the process, in
 // a one-node gossip cluster (the sharing's bookkeeping on every request,
-// no peer to share with), or in Redis (a round trip per request).
+// no peer to share with), or in Redis (a script per request).
 type storeCase struct {
 	Name string
 	App  map[string]any // the rate_limit app
@@ -186,7 +186,7 @@ func storesSection(p printer, res *results) {
 	}
 	p("### Where the state lives: local, gossip, Redis\n\n")
 	p("edgelimit alone, with one key at 100,000/s (every request allowed: over one connection, where the latency is a request's own with no queueing, then over %d), one key at 1000/s (most denied, each denial's wait about a millisecond), one key at 100/min (flooded: nearly all denied, with waits of seconds), or 200,000 keys at 100/min (every request allowed), its rule's state in the process (`local`), ", loadConns)
-	p("in a one-node gossip cluster (`cluster { bind … }`: the share lookup and tracking on every request, no peer), or in Redis (`store redis`: one round trip to a `redis-server` on the same host, pinned to core 0 with the server). ")
+	p("in a one-node gossip cluster (`cluster { bind … }`: the share lookup and tracking on every request, no peer), or in Redis (`store redis`: a script per request in a `redis-server` on the same host, pinned to core 0 with the server). ")
 	n := 0
 	for _, row := range res.Stores {
 		n = max(n, len(row.Runs))

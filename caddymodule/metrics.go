@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/internal/redispool"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -43,6 +44,10 @@ var (
 	descStoreRequests = newDesc("caddy_rate_limit_store_requests_total",
 		"Requests of a rule with store redis, by how they were decided: call (the request made a call to Redis, failed ones included), coalesced (decided in a call another request of the same key made), over_limit_cache (denied without a call: Redis had denied the key, and its Retry-After had not passed).",
 		"rule", "via")
+	descStoreRoundTrips = newDesc("caddy_rate_limit_store_round_trips_total",
+		"Round trips to Redis of the rules' scripts (decisions, checks, charges, refunds), process-wide: a script sent alone, or a pipeline of the scripts of concurrent requests. Exported with a store block.")
+	descStoreScripts = newDesc("caddy_rate_limit_store_scripts_total",
+		"Scripts of the rules sent to Redis in those round trips, process-wide; scripts over round trips is the mean pipeline. Exported with a store block.")
 	descStoreUp = newDesc("caddy_rate_limit_store_up",
 		"1 if Redis answered the last call of every rule with store redis (their breakers are closed), 0 if a breaker is open. Exported with a store block.")
 	descStoreNodes = newDesc("caddy_rate_limit_store_nodes",
@@ -88,6 +93,8 @@ func (collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descStoreErrors
 	ch <- descStoreFallbacks
 	ch <- descStoreRequests
+	ch <- descStoreRoundTrips
+	ch <- descStoreScripts
 	ch <- descStoreUp
 	ch <- descStoreNodes
 	describeAbuse(ch) // metrics_abuse.go
@@ -147,6 +154,8 @@ func (collector) Collect(ch chan<- prometheus.Metric) {
 		for i, reason := range storeErrorReasons {
 			ch <- counter(descStoreErrors, float64(storeErrors[i].Load()), reason)
 		}
+		ch <- counter(descStoreRoundTrips, float64(redispool.Wire.RoundTrips.Load()))
+		ch <- counter(descStoreScripts, float64(redispool.Wire.Scripts.Load()))
 		ch <- gauge(descStoreUp, app.storeUp())
 		ch <- gauge(descStoreNodes, app.storeNodes())
 	}

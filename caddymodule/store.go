@@ -124,6 +124,7 @@ func (a *App) storeFor(r *rule) (*ruleStore, error) {
 		KeyPrefix:     u.settings.Prefix + redisstore.Escape(r.Name) + ":",
 		ProbeInterval: u.settings.Probe,
 		Coalesce:      u.settings.Coalesce,
+		Batcher:       u.client.Batcher(u.settings),
 		Counters:      &r.stats.store, // kept by the rule's name across reloads
 	}
 	if !r.Shadow { // a shadow rule blocks no one

@@ -1,12 +1,9 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,33 +48,9 @@ func TestRedisExact(t *testing.T) {
 		nodes = append(nodes, startCaddy(t, redisExactConfig, "EDGELIMIT_REDIS="+srv.Addr))
 	}
 	const requests, workers = 5000, 64
-	var next atomic.Int64
-	var mu sync.Mutex
-	tally := make(map[int]int)
-	var failed error
-	var wg sync.WaitGroup
 	start := time.Now()
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := nodes[w%len(nodes)]
-			for next.Add(1) <= requests {
-				code, _, err := p.rawGet(context.Background(), "/x")
-				mu.Lock()
-				if err != nil {
-					failed = err
-				}
-				tally[code]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	tally := hammerCaddy(t, nodes, requests, workers, "/x")
 	t.Logf("%d requests over %d nodes in %s: %v", requests, len(nodes), time.Since(start).Round(time.Millisecond), tally)
-	if failed != nil {
-		t.Fatalf("a request failed: %v", failed)
-	}
 	if tally[200] != 1000 || tally[429] != requests-1000 || len(tally) != 2 {
 		t.Errorf("statuses %v, want exactly 1000×200 and %d×429", tally, requests-1000)
 	}

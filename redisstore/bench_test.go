@@ -2,7 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,23 +40,41 @@ func BenchmarkAllow(b *testing.B) {
 	}
 }
 
-// BenchmarkAllowParallel is BenchmarkAllow on one hot key from parallel
-// goroutines sharing one client's pool.
+// BenchmarkAllowParallel is BenchmarkAllow from 16 goroutines (Caddy's
+// concurrent requests) sharing one client's pool, on one hot key and
+// spread over 10,000 keys, each call alone on the wire or through a
+// Batcher (wire=batched). trips/op is Redis round trips per decision.
 func BenchmarkAllowParallel(b *testing.B) {
 	_, c := start(b)
+	keys := make([]string, 10000)
+	for i := range keys {
+		keys[i] = "key" + strconv.Itoa(i)
+	}
 	ctx := context.Background()
-	for _, algo := range algorithms {
-		b.Run(string(algo), func(b *testing.B) {
-			s := newStore(b, c, config(algo, limiter.Limit{Count: 1_000_000_000, Window: time.Hour}))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := s.Allow(ctx, "hot", 1); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
+	for _, algo := range []limiter.Algorithm{limiter.SlidingWindow, limiter.TokenBucket} {
+		for _, spread := range []int{1, len(keys)} {
+			for _, batched := range []bool{false, true} {
+				wire := map[bool]string{false: "alone", true: "batched"}[batched]
+				b.Run(fmt.Sprintf("%s/keys=%d/wire=%s", algo, spread, wire), func(b *testing.B) {
+					cfg := config(algo, limiter.Limit{Count: 1_000_000_000, Window: time.Hour})
+					var stats BatchCounters
+					cfg.Batcher = NewBatcher(c, BatcherConfig{MaxBatch: map[bool]int{false: 1, true: 0}[batched], Counters: &stats})
+					s := newStore(b, c, cfg)
+					var next atomic.Int64
+					b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+					b.ResetTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if _, err := s.Allow(ctx, keys[int(next.Add(1))%spread], 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					b.ReportMetric(float64(stats.RoundTrips.Load())/float64(b.N), "trips/op")
+				})
+			}
+		}
 	}
 }
 

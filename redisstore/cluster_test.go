@@ -5,21 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgebyte/edgelimit/internal/redistest"
 	"github.com/edgebyte/edgelimit/limiter"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestCluster: on a Redis Cluster of three masters, every algorithm counts
 // down exactly and is all-or-nothing across its limits, and all the Redis
 // keys of one user key share one slot (so the script may touch them all).
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster; skipped with -short")
-	}
-	cl := redistest.StartCluster(t, 3)
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
+	c := startCluster(t)
 	ctx := context.Background()
 	for _, algo := range algorithms {
 		t.Run(string(algo), func(t *testing.T) {

@@ -74,6 +74,11 @@ type Config struct {
 	// counts in the one that holds Redis's clock. Default: none; UTC.
 	Periods  []limiter.Period
 	Location *time.Location
+	// Batcher, if set, is how the Store's scripts go to Redis: with the
+	// concurrent calls of every Store sharing it, in one pipeline (see
+	// Batcher); it must be on the Store's client. Default: none, a round
+	// trip per call, alone.
+	Batcher *Batcher
 	// Counters, if set, is where the Store counts its decisions (see
 	// Store.Stats); several Stores may share one. Default: the Store's own.
 	Counters *Counters

@@ -79,6 +79,15 @@
 // An idle key disappears from Redis on its own; a denial or a refund never
 // creates one.
 //
+// # The wire
+//
+// A Store sends its scripts through a Batcher (Config.Batcher; without
+// one, each call is a round trip of its own): a call that finds its
+// client idle goes at once, alone, and the calls that arrive meanwhile,
+// of every Store sharing the Batcher, go together in one pipeline when it
+// lands. A pipeline changes no decision, since each script still runs
+// alone in Redis; it saves a write and a read per call (batch.go).
+//
 // # Failure
 //
 // Every call takes its deadline from its context (the Caddy wiring will

@@ -69,4 +69,17 @@ func start(t testing.TB) (*redistest.Server, *redis.Client) {
 	return srv, newClient(t, srv.Addr)
 }
 
+// startCluster runs a Redis Cluster of three masters for t (skipped
+// with -short) and returns a client to it, as the Store wants one.
+func startCluster(t *testing.T) *redis.ClusterClient {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster; skipped with -short")
+	}
+	cl := redistest.StartCluster(t, 3)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 var hour = limiter.Limit{Count: 10, Window: time.Hour}

@@ -40,6 +40,7 @@ type Store struct {
 	longest time.Duration
 	breaker *Breaker   // nil: none
 	flights *coalescer // nil: Config.Coalesce off
+	batch   *Batcher   // Config.Batcher, or one of the Store's own that never batches
 	denied  *overLimit // nil: no over-limit cache
 	now     func() time.Time
 	stats   *Counters
@@ -67,6 +68,10 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	cfg.BlockFor = append([]time.Duration(nil), cfg.BlockFor...)
 	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now, blocks: len(cfg.BlockFor) > 0}
 	s.stats = cfg.Counters
+	s.batch = cfg.Batcher
+	if s.batch == nil {
+		s.batch = NewBatcher(client, BatcherConfig{MaxBatch: 1})
+	}
 	if s.stats == nil {
 		s.stats = new(Counters)
 	}
@@ -284,11 +289,17 @@ func (s *Store) Refund(ctx context.Context, key string, t limiter.Taken) error {
 }
 
 // run calls the script through the breaker: EVALSHA, or EVAL when Redis
-// answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+// answers NOSCRIPT (after a restart or SCRIPT FLUSH), through the
+// Store's Batcher.
 func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool) (any, error) {
 	if s.breaker != nil && !s.breaker.Allow() {
 		return nil, fmt.Errorf("redisstore: %w (breaker open)", ErrUnavailable)
 	}
+	return s.batch.run(ctx, s.call(key, op, cost, n, scale, gathered))
+}
+
+// call is the script run of op on key, for n requests of cost at scale.
+func (s *Store) call(key, op string, cost int64, n int, scale float64, gathered bool) *batchCall {
 	rest, scaled := s.args, "0"
 	if scale != 1 {
 		rest, scaled = s.argsAt(scale), "1"
@@ -302,14 +313,13 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 	}
 	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), n, scaled, s.clockArg())
 	args = append(args, rest...)
-	res, err := s.script.Run(ctx, s.client, s.RedisKeys(key), args...).Result()
-	if gathered && errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("redisstore: %w: a coalesced call: %w", ErrUnavailable, err)
-	}
-	if err := s.done(err); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return &batchCall{script: s.script, keys: s.RedisKeys(key), args: args, breaker: s.breaker, gathered: gathered}
+}
+
+// errGatheredLate wraps the timeout of a coalesced call (see callN): not
+// held against Redis by the breaker.
+func errGatheredLate(err error) error {
+	return fmt.Errorf("redisstore: %w: a coalesced call: %w", ErrUnavailable, err)
 }
 
 // maxScales is how many scales' arguments a Store keeps: tiers and

@@ -74,6 +74,7 @@ func init() {
 //	            probe_interval    <duration>       # default 1s
 //	            coalesce          on|off           # default off: concurrent requests of a key share a call
 //	            over_limit_cache  on|off           # default on: a key Redis denied is denied locally until its Retry-After
+//	            pipeline          on|off           # default on: concurrent requests' calls share round trips
 //	        }
 //	    }
 //	}
@@ -436,13 +437,16 @@ func parseStoreBlock(d *caddyfile.Dispenser) (*appconfig.StoreConfig, error) {
 			err = onOffArg(d, "store redis cluster", &cfg.Cluster, false)
 		case "sentinel_master":
 			err = rulesyntax.OneArg(d, &cfg.SentinelMaster)
-		case "coalesce", "over_limit_cache":
+		case "coalesce", "over_limit_cache", "pipeline":
 			on := true
 			if err = onOffArg(d, "store redis "+sub, &on, true); err == nil {
-				if sub == "coalesce" {
+				switch sub {
+				case "coalesce":
 					cfg.Coalesce = on
-				} else {
+				case "over_limit_cache":
 					cfg.NoOverLimitCache = !on
+				default:
+					cfg.NoPipeline = !on
 				}
 			}
 		case "sentinel_username":

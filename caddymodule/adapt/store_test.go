@@ -53,6 +53,15 @@ func TestParseStoreOption(t *testing.T) {
 			input: "rate_limit {\n store redis {\n  address a:1\n  coalesce\n  over_limit_cache on\n }\n}",
 			want:  `{"store":{"redis":{"addresses":["a:1"],"coalesce":true}}}`,
 		},
+		{
+			input: "rate_limit {\n store redis {\n  address a:1\n  pipeline off\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["a:1"],"no_pipeline":true}}}`,
+		},
+		{
+			input: "rate_limit {\n store redis {\n  address a:1\n  pipeline on\n }\n}",
+			want:  `{"store":{"redis":{"addresses":["a:1"]}}}`,
+		},
+		{input: "rate_limit {\n store redis {\n  address a:1\n  pipeline batched\n }\n}", wantErr: `store redis pipeline "batched": want on or off, at Testfile:4`},
 		{input: "rate_limit {\n store redis {\n  address a:1\n  coalesce sometimes\n }\n}", wantErr: `store redis coalesce "sometimes": want on or off, at Testfile:4`},
 		{input: "rate_limit {\n store {\n }\n}", wantErr: "store: want redis, as in `store redis { address 10.0.0.9:6379 }`, at Testfile:2"},
 		{input: "rate_limit {\n store memcached {\n }\n}", wantErr: `store "memcached": want redis, at Testfile:2`},

@@ -103,6 +103,15 @@ type RedisConfig struct {
 	// refund, an admin reset) are seen only after that. Default: false
 	// (cache on).
 	NoOverLimitCache bool `json:"no_over_limit_cache,omitempty"`
+
+	// NoPipeline turns pipelining off: by default, the Redis calls of
+	// concurrent requests (of every rule and key) share round trips: a
+	// call that finds none in the air is sent at once, and those that
+	// arrive meanwhile leave together, up to 128, in one pipeline when it
+	// lands. Each is still one script that Redis runs alone, as exact as
+	// a call by itself. Off, every call is a round trip of its own.
+	// Default: false (pipelining on).
+	NoPipeline bool `json:"no_pipeline,omitempty"`
 }
 
 // Defaults of the redis block.
@@ -115,7 +124,7 @@ const (
 func (c *RedisConfig) Settings() (redispool.Settings, error) {
 	repl := caddy.NewReplacer()
 	s := redispool.Settings{
-		Coalesce: c.Coalesce, OverLimit: !c.NoOverLimitCache,
+		Coalesce: c.Coalesce, OverLimit: !c.NoOverLimitCache, Pipeline: !c.NoPipeline,
 		Username: repl.ReplaceKnown(c.Username, ""), Password: repl.ReplaceKnown(c.Password, ""),
 		DB: c.DB, TLS: c.TLS, Cluster: c.Cluster, Master: repl.ReplaceKnown(c.SentinelMaster, ""),
 		SentinelUsername: repl.ReplaceKnown(c.SentinelUsername, ""), SentinelPassword: repl.ReplaceKnown(c.SentinelPassword, ""),

@@ -1,7 +1,8 @@
-// Package redispool holds the process's Redis clients and fleet
-// heartbeats for edgelimit's store redis, each in a caddy.UsagePool keyed
-// by its settings, so that a Caddy reload with the same redis block keeps
-// its client (and pooled connections) and its node id in the fleet. It
+// Package redispool holds the process's Redis clients (each with the
+// Batchers that put its rules' calls on the wire) and fleet heartbeats
+// for edgelimit's store redis, each in a caddy.UsagePool keyed by its
+// settings, so that a Caddy reload with the same redis block keeps its
+// client (and pooled connections) and its node id in the fleet. It
 // touches no state of caddymodule, which parses the redis block into
 // Settings and makes each rule's redisstore.Store on the pooled client.
 package redispool
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/edgebyte/edgelimit/redisstore"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -36,6 +38,7 @@ type Settings struct {
 	Probe              time.Duration // the breaker's probe interval
 	Prefix             string        // the keys' prefix
 	Coalesce           bool
+	Pipeline           bool   // concurrent calls share round trips (redisstore.Batcher)
 	OverLimit          bool   // the over-limit cache is on
 	Print              string // what the client is made from, hashed: the pool's key
 }
@@ -100,7 +103,23 @@ var clients = caddy.NewUsagePool()
 type Client struct {
 	// Redis is the client.
 	Redis redis.UniversalClient
-	print string // its key in clients
+	// Batch puts the concurrent calls of every rule on Redis in shared
+	// pipelines (pipeline on); Alone sends each call by itself (pipeline
+	// off). Both count into Wire.
+	Batch, Alone *redisstore.Batcher
+	print        string // its key in clients
+}
+
+// Wire counts the round trips and scripts of every rule's calls to
+// Redis, process-wide, for metrics.
+var Wire redisstore.BatchCounters
+
+// Batcher is the Batcher of the calls of a store with s: Batch or Alone.
+func (c *Client) Batcher(s Settings) *redisstore.Batcher {
+	if s.Pipeline {
+		return c.Batch
+	}
+	return c.Alone
 }
 
 // Destruct closes the client, when the last config using it is gone.
@@ -110,7 +129,12 @@ func (c *Client) Destruct() error { return c.Redis.Close() }
 // connect: the first call does.
 func Acquire(s Settings) *Client {
 	v, _, _ := clients.LoadOrNew(s.Print, func() (caddy.Destructor, error) {
-		return &Client{Redis: newClient(s), print: s.Print}, nil
+		r := newClient(s)
+		return &Client{
+			Redis: r, print: s.Print,
+			Batch: redisstore.NewBatcher(r, redisstore.BatcherConfig{Counters: &Wire}),
+			Alone: redisstore.NewBatcher(r, redisstore.BatcherConfig{MaxBatch: 1, Counters: &Wire}),
+		}, nil
 	})
 	return v.(*Client)
 }

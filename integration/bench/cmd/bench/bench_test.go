@@ -85,10 +85,11 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// TestCallsPer100: the share of a Redis rule's requests that made a call.
+// TestCallsPer100: the share of a Redis rule's requests that made a call,
+// and the round trips per 100 requests.
 func TestCallsPer100(t *testing.T) {
-	if got := callsPer100([]map[string]int64{{"call": 10, "coalesced": 30, "over_limit_cache": 60}}); got != "10.0" {
-		t.Fatalf("callsPer100 %s, want 10.0", got)
+	if got := callsPer100([]map[string]int64{{"call": 10, "coalesced": 30, "over_limit_cache": 60, "round_trips": 4}}); got != "10.0 / 4.0" {
+		t.Fatalf("callsPer100 %s, want 10.0 / 4.0", got)
 	}
 }
 

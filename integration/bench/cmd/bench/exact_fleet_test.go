@@ -106,6 +106,8 @@ func TestSample(t *testing.T) {
 		{`caddy_rate_limit_store_requests_total{rule="hot",via="coalesced"} 12345`, "caddy_rate_limit_store_requests_total", "via", "coalesced", 12345, true},
 		{`# TYPE caddy_rate_limit_store_fallbacks_total counter`, fb, "", "", 0, false},
 		{`caddy_rate_limit_store_errors_total{reason="timeout"} 3`, fb, "", "", 0, false},
+		{`caddy_rate_limit_store_round_trips_total 4321`, "caddy_rate_limit_store_round_trips_total", "", "", 4321, true},
+		{`caddy_rate_limit_store_round_trips_total_more 1`, "caddy_rate_limit_store_round_trips_total", "", "", 0, false},
 	} {
 		by, v, ok, err := sample(tc.line, tc.metric, tc.label)
 		if err != nil || by != tc.by || v != tc.v || ok != tc.ok {

@@ -44,10 +44,10 @@ func scrape(admin, metric, label string) (map[string]int64, error) {
 }
 
 // sample reads one line of Prometheus's text format: ok if it is a
-// sample of metric, with its label's value (or "" when label is "") and
-// its value.
+// sample of metric (with labels or without), with its label's value (or
+// "" when label is "") and its value.
 func sample(line, metric, label string) (by string, v int64, ok bool, err error) {
-	if !strings.HasPrefix(line, metric+"{") {
+	if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
 		return "", 0, false, nil
 	}
 	if label != "" {

@@ -18,7 +18,7 @@ const (
 
 // A storeCase is where edgelimit keeps a rule's state: in the process, in
 // a one-node gossip cluster (the sharing's bookkeeping on every request,
-// no peer to share with), or in Redis (a round trip per request).
+// no peer to share with), or in Redis (a script per request).
 type storeCase struct {
 	Name string
 	App  map[string]any // the rate_limit app
@@ -34,8 +34,8 @@ func storeCases() []storeCase {
 		{Name: "redis, coalesce on", App: map[string]any{"store": map[string]any{"redis": map[string]any{
 			"addresses": []string{redisAddr}, "coalesce": true}}},
 			Rule: map[string]any{"store": "redis"}},
-		{Name: "redis, one call a request", App: map[string]any{"store": map[string]any{"redis": map[string]any{
-			"addresses": []string{redisAddr}, "no_over_limit_cache": true}}},
+		{Name: "redis, pipeline off", App: map[string]any{"store": map[string]any{"redis": map[string]any{
+			"addresses": []string{redisAddr}, "no_pipeline": true}}},
 			Rule: map[string]any{"store": "redis"}},
 	}
 }
@@ -44,7 +44,7 @@ func storeCases() []storeCase {
 type storeRow struct {
 	Store, Shape string
 	Runs         []wrkResult
-	Via          []map[string]int64 `json:",omitempty"` // per round, Redis rules' requests by how decided (caddy_rate_limit_store_requests_total)
+	Via          []map[string]int64 `json:",omitempty"` // per round, Redis rules' requests by how decided (caddy_rate_limit_store_requests_total), and "round_trips" (caddy_rate_limit_store_round_trips_total)
 }
 
 // runStores measures edgelimit with its state in each store, on one key
@@ -138,9 +138,16 @@ func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig) 
 }
 
 // storeVia reads caddy_rate_limit_store_requests_total from an admin
-// endpoint's metrics: requests of Redis rules by how they were decided.
+// endpoint's metrics: requests of Redis rules by how they were decided;
+// and, as "round_trips", caddy_rate_limit_store_round_trips_total.
 func storeVia(admin string) (map[string]int64, error) {
-	return scrape(admin, "caddy_rate_limit_store_requests_total", "via")
+	via, err := scrape(admin, "caddy_rate_limit_store_requests_total", "via")
+	if err != nil {
+		return nil, err
+	}
+	trips, err := scrape(admin, "caddy_rate_limit_store_round_trips_total", "")
+	via["round_trips"] = trips[""]
+	return via, err
 }
 
 // startRedis runs Debian's redis-server (installed when missing) on core 0,
@@ -179,15 +186,15 @@ func storesSection(p printer, res *results) {
 	}
 	p("### Where the state lives: local, gossip, Redis\n\n")
 	p("edgelimit alone, with one key at 100,000/s (every request allowed: over one connection, where the latency is a request's own with no queueing, then over %d), one key at 1000/s (most denied, each denial's wait about a millisecond), one key at 100/min (flooded: nearly all denied, with waits of seconds), or 200,000 keys at 100/min (every request allowed), its rule's state in the process (`local`), ", loadConns)
-	p("in a one-node gossip cluster (`cluster { bind … }`: the share lookup and tracking on every request, no peer), or in Redis (`store redis`: one round trip to a `redis-server` on the same host, pinned to core 0 with the server). ")
+	p("in a one-node gossip cluster (`cluster { bind … }`: the share lookup and tracking on every request, no peer), or in Redis (`store redis`: a script per request in a `redis-server` on the same host, pinned to core 0 with the server). ")
 	n := 0
 	for _, row := range res.Stores {
 		n = max(n, len(row.Runs))
 	}
 	p("Same harness as above, %d rounds; ×local is taken within a round.\n\n", n)
-	p("`redis` is the default (the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, one call a request` turns the cache off too (`no_over_limit_cache`). ")
-	p("Redis calls per 100 requests are from `caddy_rate_limit_store_requests_total` over the measured run (the rest were coalesced into another request's call, or denied by the over-limit cache).\n\n")
-	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls per 100 requests |\n|---|---|---|---|---|---|\n")
+	p("`redis` is the default (pipelining and the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, pipeline off` sends each call in a round trip of its own (`no_pipeline`). ")
+	p("Per 100 requests, over the measured run: Redis calls, from `caddy_rate_limit_store_requests_total` (the rest were coalesced into another request's call, or denied by the over-limit cache), and round trips, from `caddy_rate_limit_store_round_trips_total` (pipelined calls share one).\n\n")
+	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls / round trips per 100 requests |\n|---|---|---|---|---|---|\n")
 	local := map[string][]float64{}
 	for _, row := range res.Stores {
 		if row.Store == "local" {
@@ -201,17 +208,18 @@ func storesSection(p printer, res *results) {
 	p("\n")
 }
 
-// callsPer100 is the median, over rounds, of Redis calls per 100 requests
-// of a Redis rule; "—" for other stores.
+// callsPer100 is the median, over rounds, of Redis calls and of round
+// trips per 100 requests of a Redis rule; "—" for other stores.
 func callsPer100(via []map[string]int64) string {
-	var per []float64
+	var calls, trips []float64
 	for _, v := range via {
 		if all := v["call"] + v["coalesced"] + v["over_limit_cache"]; all > 0 {
-			per = append(per, 100*float64(v["call"])/float64(all))
+			calls = append(calls, 100*float64(v["call"])/float64(all))
+			trips = append(trips, 100*float64(v["round_trips"])/float64(all))
 		}
 	}
-	if len(per) == 0 {
+	if len(calls) == 0 {
 		return "—"
 	}
-	return fmt.Sprintf("%.1f", median(per))
+	return fmt.Sprintf("%.1f / %.1f", median(calls), median(trips))
 }

@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"net/http"
@@ -26,6 +27,45 @@ type Entry struct {
 	Header http.Header   // the logged headers, those the log redacts left out
 	Hidden []string      // the names of the headers the log redacted ("REDACTED")
 	dur    time.Duration // duration
+	reuse  *reuse        // what decoding the next line reuses
+}
+
+// reuse is what an Entry's lines share: strings of few values met again
+// and again (header names, methods, protocols, hosts, loggers), made once,
+// and a buffer of a key being unescaped.
+type reuse struct {
+	words map[string]string
+	names map[string]string // a header's name as logged → canonical
+	key   []byte
+}
+
+// maxWords bounds reuse.words: a log of many distinct hosts or header
+// names has the strings past it made each time.
+const maxWords = 4096
+
+// name is the canonical form of the header name b, made once for all
+// lines.
+func (u *reuse) name(b []byte) string {
+	if s, ok := u.names[string(b)]; ok { // no allocation: the conversion is only read
+		return s
+	}
+	s := http.CanonicalHeaderKey(string(b))
+	if len(u.names) < maxWords {
+		u.names[string(b)] = s
+	}
+	return s
+}
+
+// word is b as a string, made once for all lines.
+func (u *reuse) word(b []byte) string {
+	if s, ok := u.words[string(b)]; ok { // no allocation: the conversion is only read
+		return s
+	}
+	s := string(b)
+	if len(u.words) < maxWords {
+		u.words[s] = s
+	}
+	return s
 }
 
 // errNotAccessLog is the error of a line that is JSON but not a request
@@ -37,17 +77,21 @@ var errNotAccessLog = errors.New("not an access log entry")
 // others without building them, so a line costs about a copy of its
 // strings (encoding/json builds every value: several times slower).
 func (e *Entry) Decode(line []byte) error {
-	d := decoder{b: line}
-	*e = Entry{Header: e.Header, Hidden: e.Hidden[:0]}
+	if e.reuse == nil {
+		e.reuse = &reuse{words: make(map[string]string), names: make(map[string]string), key: make([]byte, 0, 64)}
+	}
+	d := decoder{b: line, key: e.reuse.key[:0]}
+	*e = Entry{Header: e.Header, Hidden: e.Hidden[:0], reuse: e.reuse}
 	if e.Header == nil {
 		e.Header = make(http.Header, 16)
 	} else {
 		clear(e.Header)
 	}
+	var vals []string // the header values of the line, one array
+	var remoteIP, remotePort []byte
 	var ts float64
 	var tsText string
 	var haveTS bool
-	var remoteIP, remotePort string
 	err := d.object(func(key []byte) error {
 		switch string(key) {
 		case "ts":
@@ -77,26 +121,29 @@ func (e *Entry) Decode(line []byte) error {
 			e.Status = int(n)
 			return nil
 		case "logger":
-			return d.str(&e.Logger)
+			return d.word(&e.Logger, e.reuse)
 		case "request":
 			return d.object(func(key []byte) error {
 				switch string(key) {
 				case "remote_ip":
-					return d.str(&remoteIP)
+					return d.bytes(&remoteIP)
 				case "remote_port":
-					return d.str(&remotePort)
+					return d.bytes(&remotePort)
 				case "client_ip":
 					return d.str(&e.Client)
 				case "proto":
-					return d.str(&e.Proto)
+					return d.word(&e.Proto, e.reuse)
 				case "method":
-					return d.str(&e.Method)
+					return d.word(&e.Method, e.reuse)
 				case "host":
-					return d.str(&e.Host)
+					return d.word(&e.Host, e.reuse)
 				case "uri":
 					return d.str(&e.URI)
 				case "headers":
-					return d.object(e.header(&d))
+					if vals == nil {
+						vals = make([]string, 0, 16)
+					}
+					return d.object(func(key []byte) error { return e.header(&d, key, &vals) })
 				}
 				return d.skip()
 			})
@@ -125,37 +172,35 @@ func (e *Entry) Decode(line []byte) error {
 		e.End = time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
 	}
 	e.Start = e.End.Add(-e.dur)
-	e.Remote = remoteIP
-	if remotePort != "" {
-		e.Remote = joinHostPort(remoteIP, remotePort)
-	}
+	e.Remote = joinHostPort(remoteIP, remotePort)
 	return nil
 }
 
-// header reads one header of the headers object into e.Header, leaving
-// out the values Caddy redacted.
-func (e *Entry) header(d *decoder) func(key []byte) error {
-	return func(key []byte) error {
-		name := http.CanonicalHeaderKey(string(key))
-		var vals []string
-		err := d.array(func() error {
-			var s string
-			if err := d.str(&s); err != nil {
-				return err
-			}
-			vals = append(vals, s)
-			return nil
-		})
-		if err != nil {
+// header reads the values of the header named key into e.Header,
+// leaving out the values Caddy redacted. The values are appended to vals,
+// the line's array of them; each header's slice of it is capped, so that
+// appending to one copies it rather than overwriting the next.
+func (e *Entry) header(d *decoder, key []byte, vals *[]string) error {
+	name := e.reuse.name(key)
+	from := len(*vals)
+	err := d.array(func() error {
+		var s string
+		if err := d.str(&s); err != nil {
 			return err
 		}
-		if len(vals) == 1 && vals[0] == "REDACTED" && redactedByCaddy(name) {
-			e.Hidden = append(e.Hidden, name)
-			return nil
-		}
-		e.Header[name] = vals
+		*vals = append(*vals, s)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v := (*vals)[from:len(*vals):len(*vals)]
+	if len(v) == 1 && v[0] == "REDACTED" && redactedByCaddy(name) {
+		e.Hidden = append(e.Hidden, name)
 		return nil
 	}
+	e.Header[name] = v
+	return nil
 }
 
 // redactedByCaddy is true for the headers Caddy's access log writes as
@@ -168,20 +213,24 @@ func redactedByCaddy(name string) bool {
 	return false
 }
 
-// joinHostPort is net.JoinHostPort.
-func joinHostPort(host, port string) string {
-	for i := 0; i < len(host); i++ {
-		if host[i] == ':' {
-			return "[" + host + "]:" + port
-		}
+// joinHostPort is net.JoinHostPort, one string made; host alone without
+// a port, "" without a host.
+func joinHostPort(host, port []byte) string {
+	if len(port) == 0 {
+		return string(host)
 	}
-	return host + ":" + port
+	if bytes.IndexByte(host, ':') >= 0 {
+		return "[" + string(host) + "]:" + string(port)
+	}
+	b := make([]byte, 0, len(host)+1+len(port))
+	return string(append(append(append(b, host...), ':'), port...))
 }
 
 // decoder reads JSON values from b, from i on.
 type decoder struct {
-	b []byte
-	i int
+	b   []byte
+	i   int
+	key []byte // the buffer of an object's key with escapes
 }
 
 var errSyntax = errors.New("invalid JSON")
@@ -210,12 +259,11 @@ func (d *decoder) object(member func(key []byte) error) error {
 		d.i++
 		return nil
 	}
-	var buf [64]byte
 	for {
 		if d.ws() != '"' {
 			return errSyntax
 		}
-		key, err := d.raw(buf[:0])
+		key, err := d.raw(d.key[:0])
 		if err != nil {
 			return err
 		}
@@ -275,6 +323,30 @@ func (d *decoder) str(s *string) error {
 		return err
 	}
 	*s = string(b)
+	return nil
+}
+
+// bytes reads a string into b: a slice of d.b, or of a new array if it
+// has escapes.
+func (d *decoder) bytes(b *[]byte) error {
+	if d.ws() != '"' {
+		return errSyntax
+	}
+	v, err := d.raw(nil)
+	*b = v
+	return err
+}
+
+// word reads a string into s, made once for all lines (reuse.word).
+func (d *decoder) word(s *string, u *reuse) error {
+	if d.ws() != '"' {
+		return errSyntax
+	}
+	b, err := d.raw(d.key[:0])
+	if err != nil {
+		return err
+	}
+	*s = u.word(b)
 	return nil
 }
 

@@ -46,7 +46,7 @@ func TestDecode(t *testing.T) {
 	if !e.Start.Equal(want.Start) || !e.End.Equal(want.End) {
 		t.Fatalf("start %v end %v, want %v %v", e.Start, e.End, want.Start, want.End)
 	}
-	e.Start, e.End = want.Start, want.End
+	e.Start, e.End, e.reuse = want.Start, want.End, nil
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("got %+v\nwant %+v", e, want)
 	}

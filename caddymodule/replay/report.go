@@ -44,7 +44,24 @@ type ruleTally struct {
 	requests int64
 	denied   int64
 	keyless  int64
-	keys     map[string]keyTally
+	keys     map[string]*keyTally
+	free     []keyTally // tallies made ahead, given to new keys
+}
+
+// tally is key's tally, made if new. Keys point into arrays made 256 at a
+// time: a map of pointers is looked up once a request, where a map of
+// values is looked up, then written.
+func (t *ruleTally) tally(key string) *keyTally {
+	if k := t.keys[key]; k != nil {
+		return k
+	}
+	if len(t.free) == 0 {
+		t.free = make([]keyTally, 256)
+	}
+	k := &t.free[0]
+	t.free = t.free[1:]
+	t.keys[key] = k
+	return k
 }
 
 // keyTally is one key's counts in a rule: its denials, and its peak units
@@ -70,7 +87,7 @@ func (rep *Report) addRules(rules []ruleconfig.Rule) {
 		if _, ok := rep.rules[r.Name]; ok {
 			continue
 		}
-		t := &ruleTally{cfg: r, keys: make(map[string]keyTally)}
+		t := &ruleTally{cfg: r, keys: make(map[string]*keyTally)}
 		for _, l := range r.Limits {
 			if w := time.Duration(l.Window); t.window == 0 || w < t.window {
 				t.window, t.limit = w, l.Count
@@ -111,7 +128,7 @@ func (rep *Report) Decided(rule, key string, cost int64, allowed bool) {
 		return
 	}
 	t.requests++
-	k := t.keys[key]
+	k := t.tally(key)
 	if !allowed {
 		t.denied++
 		k.denied++
@@ -134,7 +151,6 @@ func (rep *Report) Decided(rule, key string, cost int64, allowed bool) {
 		}
 		k.peak = max(k.peak, k.cur+int64(math.Ceil(float64(k.prev)*left)))
 	}
-	t.keys[key] = k
 }
 
 // Keyless counts a request a rule found no key in (caddymodule.Observer).

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/http"
@@ -69,9 +70,11 @@ func (l *lineRequest) reset(e *accesslog.Entry, u *url.URL) *http.Request {
 	c.origURL = *u
 	c.orig = http.Request{Method: r.Method, RemoteAddr: r.RemoteAddr, RequestURI: r.RequestURI, URL: &c.origURL}
 	clear(c.vars)
-	trusted, client := l.client(r)
-	if e.Client != "" {
-		client = e.Client // the client the live rules saw, whatever trusted_proxies says
+	trusted, client := false, e.Client // the client the live rules saw, whatever trusted_proxies says
+	if l.proxies || client == "" {
+		var found string
+		trusted, found = l.client(r)
+		client = cmp.Or(client, found)
 	}
 	c.vars[caddyhttp.TrustedProxyVarKey] = trusted
 	c.vars[caddyhttp.ClientIPVarKey] = client

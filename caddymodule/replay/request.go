@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -34,13 +36,14 @@ type lineRequest struct {
 	http caddy.ReplacerFunc // the {http.*} placeholders of req
 
 	srv     *caddyhttp.Server
-	proxies bool // the server has trusted_proxies: Caddy's own code finds the client
+	proxies bool           // the server has trusted_proxies
+	ranges  []netip.Prefix // their ranges, if static (staticRanges)
 	w       http.ResponseWriter
 }
 
 // newLineRequest prepares the request of srv's lines, answering to w.
 func newLineRequest(srv *caddyhttp.Server, w http.ResponseWriter) *lineRequest {
-	l := &lineRequest{srv: srv, w: w, proxies: caddymodule.TrustsProxies(srv) || srv.TrustedProxiesUnix}
+	l := &lineRequest{srv: srv, w: w, proxies: caddymodule.TrustsProxies(srv) || srv.TrustedProxiesUnix, ranges: staticRanges(srv)}
 	base := caddy.NewReplacer()
 	req := caddyhttp.PrepareRequest(&http.Request{URL: &url.URL{}, Header: http.Header{}, Body: http.NoBody}, base, w, srv)
 	l.ctx = lineContext{Context: context.Background(), srv: srv, vars: make(map[string]any), groups: make(map[string]struct{})}
@@ -70,39 +73,69 @@ func (l *lineRequest) reset(e *accesslog.Entry, u *url.URL) *http.Request {
 	c.origURL = *u
 	c.orig = http.Request{Method: r.Method, RemoteAddr: r.RemoteAddr, RequestURI: r.RequestURI, URL: &c.origURL}
 	clear(c.vars)
-	trusted, client := false, e.Client // the client the live rules saw, whatever trusted_proxies says
-	if l.proxies || client == "" {
-		var found string
-		trusted, found = l.client(r)
-		client = cmp.Or(client, found)
-	}
+	trusted, client := l.client(r, e.Client)
 	c.vars[caddyhttp.TrustedProxyVarKey] = trusted
 	c.vars[caddyhttp.ClientIPVarKey] = client
 	c.vars["start_time"] = e.Start
 	return r
 }
 
-// client is whether r's peer is a trusted proxy, and the client address
-// Caddy finds, as caddyhttp's determineTrustedProxy does: without
-// trusted_proxies, the peer's address; with, Caddy's own code decides (a
+// client is whether r's peer is a trusted proxy, as caddyhttp's
+// determineTrustedProxy finds, and the client: the logged one (the client
+// the live rules saw, whatever trusted_proxies says), else the one Caddy
+// finds. Without trusted_proxies, or with static ranges, this is Caddy's
+// test of the peer's address; with another source of ranges, or no
+// logged client behind trusted proxies, Caddy's own code decides (a
 // request prepared for it alone).
-func (l *lineRequest) client(r *http.Request) (trusted bool, client string) {
-	if l.proxies {
+func (l *lineRequest) client(r *http.Request, logged string) (trusted bool, client string) {
+	if l.proxies && (l.ranges == nil || logged == "" || r.RemoteAddr == "@") {
 		probe := caddyhttp.PrepareRequest(&http.Request{Header: r.Header, RemoteAddr: r.RemoteAddr, URL: r.URL}, caddy.NewReplacer(), l.w, l.srv)
 		trusted, _ = caddyhttp.GetVar(probe.Context(), caddyhttp.TrustedProxyVarKey).(bool)
 		client, _ = caddyhttp.GetVar(probe.Context(), caddyhttp.ClientIPVarKey).(string)
-		return trusted, client
+		return trusted, cmp.Or(logged, client)
+	}
+	if !l.proxies && logged != "" {
+		return false, logged
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return false, ""
+		return false, logged
 	}
 	host, _, _ = strings.Cut(host, "%")
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return false, ""
+		return false, logged
 	}
-	return false, ip.String()
+	trusted = slices.ContainsFunc(l.ranges, func(p netip.Prefix) bool { return p.Contains(ip) })
+	if logged != "" {
+		return trusted, logged
+	}
+	return trusted, ip.String()
+}
+
+// staticRanges are the ranges of srv's trusted_proxies if they are
+// static (trusted_proxies static …), read as Caddy provisioned them; nil
+// for another source, or none. Caddy keeps the source in an unexported
+// field (caddymodule.TrustsProxies reads it too): if a release renames it,
+// every line is decided by Caddy's own code, only slower.
+func staticRanges(srv *caddyhttp.Server) []netip.Prefix {
+	f := reflect.ValueOf(srv).Elem().FieldByName("trustedProxies")
+	if !f.IsValid() || f.Kind() != reflect.Interface || f.IsNil() || f.Elem().Type() != reflect.TypeFor[*caddyhttp.StaticIPRange]() {
+		return nil
+	}
+	rs := f.Elem().Elem().FieldByName("Ranges")
+	out := make([]netip.Prefix, 0, rs.Len())
+	for i := range rs.Len() {
+		p, err := caddyhttp.CIDRExpressionToPrefix(rs.Index(i).String())
+		if err != nil {
+			return nil
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // lineContext is the context of a lineRequest: the values PrepareRequest

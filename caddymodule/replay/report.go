@@ -86,7 +86,9 @@ func (rep *Report) tally(t *ruleTally, key string) *keyTally {
 			ks, rep.free = &rep.free[0], rep.free[1:]
 			ks.first.rule = t.index
 			t.keys++
-			rep.keys[key] = ks
+			// a key may be part of the string holding its line's
+			// strings (accesslog): kept, it would keep all of them
+			rep.keys[strings.Clone(key)] = ks
 		}
 		rep.last, rep.lastK = key, ks
 	}

@@ -37,6 +37,35 @@ type reuse struct {
 	words map[string]string
 	names map[string]string // a header's name as logged → canonical
 	key   []byte
+	text  []byte     // the line's client, URI and header values, unescaped, end to end
+	spans []span     // where each header value lies in text
+	hdrs  []headerAt // the line's headers, in spans
+}
+
+// headerAt is a header's name and where its values are in reuse.spans.
+type headerAt struct {
+	name     string
+	from, to int
+}
+
+// span is where a string lies in reuse.text.
+type span struct{ from, to int }
+
+// span reads a string and appends it to u.text, where sp says it lies.
+// The strings of a line are made at its end, all in one allocation
+// (Entry.Decode): they live as long as one of them does.
+func (d *decoder) span(sp *span, u *reuse) error {
+	if d.ws() != '"' {
+		return errSyntax
+	}
+	b, err := d.raw(d.key[:0])
+	if err != nil {
+		return err
+	}
+	sp.from = len(u.text)
+	u.text = append(u.text, b...)
+	sp.to = len(u.text)
+	return nil
 }
 
 // maxWords bounds reuse.words: a log of many distinct hosts or header
@@ -87,7 +116,9 @@ func (e *Entry) Decode(line []byte) error {
 	} else {
 		clear(e.Header)
 	}
-	var vals []string // the header values of the line, one array
+	u := e.reuse
+	u.text, u.spans, u.hdrs = u.text[:0], u.spans[:0], u.hdrs[:0]
+	var client, uri span
 	var remoteIP, remotePort []byte
 	var ts float64
 	var tsText string
@@ -130,7 +161,7 @@ func (e *Entry) Decode(line []byte) error {
 				case "remote_port":
 					return d.bytes(&remotePort)
 				case "client_ip":
-					return d.str(&e.Client)
+					return d.span(&client, u)
 				case "proto":
 					return d.word(&e.Proto, e.reuse)
 				case "method":
@@ -138,12 +169,9 @@ func (e *Entry) Decode(line []byte) error {
 				case "host":
 					return d.word(&e.Host, e.reuse)
 				case "uri":
-					return d.str(&e.URI)
+					return d.span(&uri, u)
 				case "headers":
-					if vals == nil {
-						vals = make([]string, 0, 16)
-					}
-					return d.object(func(key []byte) error { return e.header(&d, key, &vals) })
+					return d.object(func(key []byte) error { return e.header(&d, key) })
 				}
 				return d.skip()
 			})
@@ -155,6 +183,17 @@ func (e *Entry) Decode(line []byte) error {
 	}
 	if d.ws() != 0 {
 		return errSyntax // more after the object
+	}
+	text := string(u.text)
+	e.Client, e.URI = text[client.from:client.to], text[uri.from:uri.to]
+	if len(u.spans) > 0 {
+		vals := make([]string, len(u.spans))
+		for i, sp := range u.spans {
+			vals[i] = text[sp.from:sp.to]
+		}
+		for _, h := range u.hdrs {
+			e.Header[h.name] = vals[h.from:h.to:h.to] // capped: appending to one copies it
+		}
 	}
 	if !haveTS || e.Method == "" || e.URI == "" {
 		return errNotAccessLog
@@ -176,30 +215,30 @@ func (e *Entry) Decode(line []byte) error {
 	return nil
 }
 
-// header reads the values of the header named key into e.Header,
-// leaving out the values Caddy redacted. The values are appended to vals,
-// the line's array of them; each header's slice of it is capped, so that
-// appending to one copies it rather than overwriting the next.
-func (e *Entry) header(d *decoder, key []byte, vals *[]string) error {
+// header reads the values of the header named key into the line's text,
+// leaving out the values Caddy redacted; Decode puts them in e.Header once
+// the line's strings are made.
+func (e *Entry) header(d *decoder, key []byte) error {
 	name := e.reuse.name(key)
-	from := len(*vals)
+	u := e.reuse
+	from := len(u.spans)
 	err := d.array(func() error {
-		var s string
-		if err := d.str(&s); err != nil {
+		var sp span
+		if err := d.span(&sp, u); err != nil {
 			return err
 		}
-		*vals = append(*vals, s)
+		u.spans = append(u.spans, sp)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	v := (*vals)[from:len(*vals):len(*vals)]
-	if len(v) == 1 && v[0] == "REDACTED" && redactedByCaddy(name) {
+	if sp := u.spans[from:]; len(sp) == 1 && string(u.text[sp[0].from:sp[0].to]) == "REDACTED" && redactedByCaddy(name) {
 		e.Hidden = append(e.Hidden, name)
+		u.text, u.spans = u.text[:sp[0].from], u.spans[:from]
 		return nil
 	}
-	e.Header[name] = v
+	u.hdrs = append(u.hdrs, headerAt{name: name, from: from, to: len(u.spans)})
 	return nil
 }
 

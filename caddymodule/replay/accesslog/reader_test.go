@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,29 @@ func TestDecode(t *testing.T) {
 	e.Start, e.End, e.reuse = want.Start, want.End, nil
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("got %+v\nwant %+v", e, want)
+	}
+}
+
+// TestDecodeManyHeaders: a line of 40 headers, some of several values,
+// one redacted among them, decodes to each its own values, and the next
+// line's to its own.
+func TestDecodeManyHeaders(t *testing.T) {
+	var e Entry
+	for _, n := range []int{40, 3} {
+		want := http.Header{}
+		headers := map[string][]string{"Cookie": {"REDACTED"}}
+		for i := range n {
+			name := fmt.Sprintf("X-H%d", i)
+			vals := []string{fmt.Sprintf("v%d", i), fmt.Sprintf("w%d\t", i)}[:1+i%2]
+			headers[name], want[name] = vals, vals
+		}
+		b, _ := json.Marshal(map[string]any{"ts": 1, "request": map[string]any{"method": "GET", "uri": "/u", "client_ip": "192.0.2.1", "headers": headers}})
+		if err := e.Decode(b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(e.Header, want) || e.URI != "/u" || e.Client != "192.0.2.1" || fmt.Sprint(e.Hidden) != "[Cookie]" {
+			t.Fatalf("%d headers: got %v %q %q %v\nwant %v", n, e.Header, e.URI, e.Client, e.Hidden, want)
+		}
 	}
 }
 

@@ -55,10 +55,7 @@ type span struct{ from, to int }
 // The strings of a line are made at its end, all in one allocation
 // (Entry.Decode): they live as long as one of them does.
 func (d *decoder) span(sp *span, u *reuse) error {
-	if d.ws() != '"' {
-		return errSyntax
-	}
-	b, err := d.raw(d.key[:0])
+	b, err := d.scratch()
 	if err != nil {
 		return err
 	}
@@ -378,15 +375,21 @@ func (d *decoder) bytes(b *[]byte) error {
 
 // word reads a string into s, made once for all lines (reuse.word).
 func (d *decoder) word(s *string, u *reuse) error {
-	if d.ws() != '"' {
-		return errSyntax
-	}
-	b, err := d.raw(d.key[:0])
+	b, err := d.scratch()
 	if err != nil {
 		return err
 	}
 	*s = u.word(b)
 	return nil
+}
+
+// scratch reads a string, unescaped in d.key if it has escapes: the
+// bytes returned hold until the next string is read.
+func (d *decoder) scratch() ([]byte, error) {
+	if d.ws() != '"' {
+		return nil, errSyntax
+	}
+	return d.raw(d.key[:0])
 }
 
 // raw reads a string (d at its quote) and returns its unescaped bytes:

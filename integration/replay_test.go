@@ -253,8 +253,8 @@ const replayMatchersSite = `
 // requests its matcher let through. With trusted_proxies (clients named
 // by X-Forwarded-For, Caddy's own code finding them) and without (every
 // client the peer, 127.0.0.1: m-net never matches). A var, a regexp's
-// capture or a route group of one line seen by the next would show as a
-// rule deciding more requests than its own (m-tier, m-recap).
+// capture or a route group of one line seen by the next would change a
+// rule's counts or a 429 (m-tier, m-recap, m-g).
 func TestReplayPredictsLiveMatchers(t *testing.T) {
 	t.Parallel()
 	// n requests of a kind, from client (X-Forwarded-For)

@@ -183,7 +183,7 @@ func (e *Entry) Decode(line []byte) error {
 	}
 	text := string(u.text)
 	e.Client, e.URI = text[client.from:client.to], text[uri.from:uri.to]
-	if len(u.spans) > 0 {
+	if len(u.hdrs) > 0 {
 		vals := make([]string, len(u.spans))
 		for i, sp := range u.spans {
 			vals[i] = text[sp.from:sp.to]

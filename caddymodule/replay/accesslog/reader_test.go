@@ -256,3 +256,33 @@ func TestReaderFromTo(t *testing.T) {
 		t.Fatalf("outside %d of %d lines, want 2 of 4", r.Outside, r.Lines)
 	}
 }
+
+// FuzzDecodeReused: an Entry decoding line after line gives each line
+// what a fresh Entry gives it: nothing of a line is left in the next.
+func FuzzDecodeReused(f *testing.F) {
+	f.Add([]byte(line(1700000000.5, 0.25, "203.0.113.7", "/a?b=c", 429)))
+	f.Add([]byte(`{"ts":10,"duration":1,"request":{"remote_ip":"::1","remote_port":"5","method":"GET","uri":"/\u00e9\"\\\/\ud83d\ude00","headers":{"X-K":["a\tb"],"Cookie":["REDACTED"]}}}`))
+	f.Add([]byte(`{"ts":"2026-01-02T03:04:05.5Z","duration":"500ms","request":{"method":"POST","uri":"/x","headers":{"A":["1","2"],"b":[]}}}`))
+	var reused Entry
+	reused.Decode([]byte(line(1, 0, "192.0.2.1", "/first", 200))) // a line before each
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fresh Entry
+		errFresh := fresh.Decode(b)
+		errReused := reused.Decode(b)
+		if (errFresh == nil) != (errReused == nil) {
+			t.Fatalf("fresh: %v, reused: %v", errFresh, errReused)
+		}
+		if errFresh != nil {
+			return
+		}
+		keep := reused.reuse
+		defer func() { reused.reuse = keep }()
+		fresh.reuse, reused.reuse = nil, nil
+		if len(fresh.Hidden) == 0 && len(reused.Hidden) == 0 {
+			fresh.Hidden, reused.Hidden = nil, nil // a reused list is emptied, not dropped
+		}
+		if !reflect.DeepEqual(fresh, reused) {
+			t.Fatalf("fresh %+v\nreused %+v", fresh, reused)
+		}
+	})
+}

@@ -43,3 +43,34 @@ func TestReplayTrustedProxy(t *testing.T) {
 		t.Fatalf("rule trusted-peer: %+v, want the 3 requests from trusted peers, 2 clients", got)
 	}
 }
+
+// TestReplayOriginalRequest: a handler that changes the request (uri
+// strip_prefix) changes that line's only, and {http.request.orig_uri.*}
+// is the line's own request as logged.
+func TestReplayOriginalRequest(t *testing.T) {
+	r := load(t, site(`
+		rule orig-key {
+			by {http.request.orig_uri.path}
+			limit 1 1h
+		}
+		rule new-path {
+			match {
+				path /x
+			}
+			limit 100 1h
+		}
+`, "uri strip_prefix /p"+"\n\trespond \"ok\""))
+	for i, uri := range []string{"/p/x", "/x", "/p/x", "/y"} {
+		r.Replay(entry(100+float64(i), "192.0.2.1", uri))
+	}
+	s := r.report.Summary()
+	// orig-key: keys /p/x, /x, /y, the second /p/x denied; new-path: the
+	// two allowed requests whose path is /x once stripped
+	if got := summaryRule(t, s, "orig-key"); got.Requests != 4 || got.Denied != 1 || got.Keys != 3 ||
+		len(got.TopDenied) != 1 || got.TopDenied[0].Key != "/p/x" {
+		t.Errorf("rule orig-key: %+v", got)
+	}
+	if got := summaryRule(t, s, "new-path"); got.Requests != 2 || got.Denied != 0 {
+		t.Errorf("rule new-path: %+v", got)
+	}
+}

@@ -29,7 +29,7 @@ func warnSpoofableClientIP(ctx caddy.Context, logger *zap.Logger) {
 		return
 	}
 	for name, srv := range httpApp.Servers {
-		if srv.TrustedProxiesStrict > 0 || !trustsProxies(srv) {
+		if srv.TrustedProxiesStrict > 0 || !TrustsProxies(srv) {
 			continue
 		}
 		eachHandler(srv.Routes, srv.Errors, func(h *Handler) {
@@ -75,11 +75,11 @@ func eachHandler(routes caddyhttp.RouteList, errors *caddyhttp.HTTPErrorConfig, 
 	}
 }
 
-// trustsProxies reports whether srv has trusted_proxies. Caddy empties the
+// TrustsProxies reports whether srv has trusted_proxies. Caddy empties the
 // exported TrustedProxiesRaw once it has loaded the module, and keeps the
 // module in an unexported field, which reflection may still test for nil
 // (TestSpoofedForwardedFor fails if a Caddy release renames it).
-func trustsProxies(srv *caddyhttp.Server) bool {
+func TrustsProxies(srv *caddyhttp.Server) bool {
 	if srv.TrustedProxiesRaw != nil {
 		return true
 	}

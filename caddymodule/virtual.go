@@ -10,13 +10,17 @@ import (
 // provisioned config in: its handlers decide requests served before, read
 // from an access log, on the log's clock. Nothing in the request path
 // changes for a live config but one check of App.virtual where the
-// clock is read (App.now) and where a leaky bucket would wait.
+// clock is read (App.now), where a leaky bucket would wait, and where an
+// allowed request's RateLimit headers are written.
 //
 // Under Virtual, a handler:
 //   - decides each request at Now, not the wall clock (a count_status
 //     charge is taken at Now too);
 //   - does not hold a request for a leaky bucket's delay (the delay is
 //     decided, and counted, as live);
+//   - does not write the RateLimit headers of a request it lets on: the
+//     response is not sent, and no decision reads them (a refusal's
+//     are written, as live);
 //   - decides a rule with store redis in process, as one node holding
 //     the whole limit: Redis is not called (a rule with scope cluster
 //     does so already, as the cluster node is not started);

@@ -175,3 +175,162 @@ func runReplay(t *testing.T, p *caddyProc, args ...string) []byte {
 	}
 	return out
 }
+
+// replayMatchersSite is a site whose rules are reached through matchers of
+// every part of a request a replay rebuilds: a header, the client address,
+// the host, the query, the method, the path (a regexp, whose capture keys
+// a rule), a var set by a handler, and a handle group. Each rule allows 2
+// a minute (m-net 3), by client address unless told. m-recap keys by the
+// capture of m-re's matcher: on /item/ABC, which m-re's does not match,
+// the placeholder is unknown and stays as written (one more key).
+const replayMatchersSite = `
+:{{.HTTP}} {
+	log {
+		output file {{.Storage}}-access.log
+	}
+	@team header X-Team blue
+	@net client_ip 10.1.0.0/16
+	@api host api.example.com
+	@page query page=2
+	@post method POST
+	@v path /v/*
+	@re path_regexp item ^/item/([a-z]+)$
+	vars @v tier gold
+	rate_limit @team {
+		name m-team
+		limit 2 1m
+	}
+	rate_limit @net {
+		name m-net
+		limit 3 1m
+	}
+	rate_limit @api {
+		name m-host
+		limit 2 1m
+	}
+	rate_limit @page {
+		name m-query
+		limit 2 1m
+	}
+	rate_limit @post {
+		name m-method
+		limit 2 1m
+	}
+	rate_limit {
+		name m-tier
+		by {http.vars.tier}
+		limit 2 1m
+	}
+	rate_limit @re {
+		name m-re
+		by {re.item.1}
+		limit 2 1m
+	}
+	rate_limit {
+		name m-recap
+		by {re.item.1}
+		match {
+			path /item/*
+		}
+		limit 2 1m
+	}
+	handle /g/* {
+		rate_limit {
+			name m-g
+			limit 2 1m
+		}
+		respond "g"
+	}
+	handle {
+		respond "ok"
+	}
+}
+`
+
+// TestReplayPredictsLiveMatchers drives requests that each reach one
+// rule through its matcher, interleaved, to a real Caddy, then replays its
+// access log: every 429 is predicted, and each rule decided exactly the
+// requests its matcher let through. With trusted_proxies (clients named
+// by X-Forwarded-For, Caddy's own code finding them) and without (every
+// client the peer, 127.0.0.1: m-net never matches). A var, a regexp's
+// capture or a route group of one line seen by the next would change a
+// rule's counts or a 429 (m-tier, m-recap, m-g).
+func TestReplayPredictsLiveMatchers(t *testing.T) {
+	t.Parallel()
+	// n requests of a kind, from client (X-Forwarded-For)
+	groups := []struct {
+		n                    int
+		method, path, client string
+		headers              []string
+	}{
+		{3, "GET", "/t", "10.9.0.1", []string{"X-Team", "blue"}},
+		{4, "GET", "/n", "10.1.0.5", nil},
+		{3, "GET", "/h", "10.9.0.2", []string{"Host", "api.example.com"}},
+		{3, "GET", "/q?page=2", "10.9.0.3", nil},
+		{2, "GET", "/q?page=3", "10.9.0.3", nil},
+		{3, "POST", "/p", "10.9.0.4", nil},
+		{3, "GET", "/v/x", "10.9.0.5", nil},
+		{3, "GET", "/item/abc", "10.9.0.6", nil},
+		{1, "GET", "/item/ABC", "10.9.0.6", nil},
+		{3, "GET", "/g/1", "10.9.0.7", nil},
+	}
+	for _, tc := range []struct {
+		name, global string
+		want         map[string][2]int // rule → requests, denied
+		live429      int
+	}{
+		{"trusted", trustLoopback, map[string][2]int{"m-team": {3, 1}, "m-net": {4, 1}, "m-host": {3, 1}, "m-query": {3, 1},
+			"m-method": {3, 1}, "m-tier": {3, 1}, "m-re": {3, 1}, "m-recap": {3, 0}, "m-g": {3, 1}}, 8},
+		{"peer", "{\n\t{{.Global}}\n}\n", map[string][2]int{"m-team": {3, 1}, "m-net": {0, 0}, "m-host": {3, 1}, "m-query": {3, 1},
+			"m-method": {3, 1}, "m-tier": {3, 1}, "m-re": {3, 1}, "m-recap": {3, 0}, "m-g": {3, 1}}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := startCaddy(t, tc.global+replayMatchersSite)
+			live, n := 0, 0
+			for round := range 4 {
+				for _, g := range groups {
+					if round >= g.n {
+						continue
+					}
+					req, err := http.NewRequest(g.method, p.url(g.path), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					addHeaders(req, append(xff(g.client), g.headers...))
+					resp, err := p.send(t, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusTooManyRequests {
+						live++
+					}
+					n++
+				}
+			}
+			if live != tc.live429 {
+				t.Fatalf("live: %d 429s of %d, want %d", live, n, tc.live429)
+			}
+			p.stop()
+			out := runReplay(t, p, "--config", filepath.Join(p.dir, "Caddyfile"), "--log", p.data.Storage+"-access.log", "--format", "json")
+			var s replaySummary
+			var raw map[string]any
+			if err := json.Unmarshal(out, &s); err != nil {
+				t.Fatalf("replay output: %v\n%s", err, out)
+			}
+			json.Unmarshal(out, &raw)
+			log429, replay429, both := int(raw["log_429"].(float64)), int(raw["replay_429"].(float64)), int(raw["both_429"].(float64))
+			if s.Requests != n || log429 != live || replay429 != live || both != live {
+				t.Errorf("replayed %d of %d requests: 429s in the log %d, in the replay %d, in both %d; want %d each", s.Requests, n, log429, replay429, both, live)
+			}
+			got := map[string][2]int{}
+			for _, r := range s.Rules {
+				got[r.Name] = [2]int{r.Requests, r.Denied}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("rules (requests, denied):\n got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}

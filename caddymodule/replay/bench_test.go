@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/edgebyte/edgelimit/caddymodule/replay/accesslog"
 	"github.com/edgebyte/edgelimit/internal/cputime"
@@ -85,7 +86,10 @@ func BenchmarkReplay(b *testing.B) {
 // BenchmarkReplayLog is the whole replay of a generated log of 1M lines
 // (100,000 keys) from a file, as the command runs it: read, decode,
 // serve, count. Run with -benchtime 1x: lines per second of CPU, and the
-// share of it decoding takes.
+// CPU a line split three ways, each measured over the whole log: reading
+// and decoding it alone; the routing (the log replayed through the
+// config with rules matching nothing, less decoding); the decisions (the
+// replay with both rules deciding every line, less the routing run).
 func BenchmarkReplayLog(b *testing.B) {
 	const lines = 1_000_000
 	path := filepath.Join(b.TempDir(), "access.log")
@@ -97,8 +101,9 @@ func BenchmarkReplayLog(b *testing.B) {
 		f.Write(append(benchLine(i, 100_000), '\n'))
 	}
 	f.Close()
-	for n := 0; n < b.N; n++ {
-		// decoding alone
+	// replayAll is the CPU of reading and replaying the log through r; of
+	// reading it alone if r is nil.
+	replayAll := func(r *Replayer) time.Duration {
 		cpu := cputime.Used()
 		rd, err := accesslog.Open([]string{path})
 		if err != nil {
@@ -106,21 +111,24 @@ func BenchmarkReplayLog(b *testing.B) {
 		}
 		var e accesslog.Entry
 		for ok, _ := rd.Next(&e); ok; ok, _ = rd.Next(&e) {
+			if r != nil {
+				r.Replay(&e)
+			}
 		}
-		decode := cputime.Used() - cpu
-		// the whole replay
-		r := load(b, benchCaddyfile(fmt.Sprintf("log%d", n), "/api/*"))
-		cpu = cputime.Used()
-		rd, _ = accesslog.Open([]string{path})
-		for ok, _ := rd.Next(&e); ok; ok, _ = rd.Next(&e) {
-			r.Replay(&e)
-		}
-		whole := cputime.Used() - cpu
-		if r.report.Requests != lines {
+		if r != nil && r.report.Requests != lines {
 			b.Fatalf("replayed %d of %d lines", r.report.Requests, lines)
 		}
+		return cputime.Used() - cpu
+	}
+	for n := 0; n < b.N; n++ {
+		decode := replayAll(nil)
+		routing := replayAll(load(b, benchCaddyfile(fmt.Sprintf("logr%d", n), "/none")))
+		whole := replayAll(load(b, benchCaddyfile(fmt.Sprintf("log%d", n), "/api/*")))
+		perLine := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / lines }
 		b.ReportMetric(lines/whole.Seconds(), "lines/cpu-s")
-		b.ReportMetric(lines/decode.Seconds(), "read+decode-lines/cpu-s")
+		b.ReportMetric(perLine(decode), "decode-ns/line")
+		b.ReportMetric(perLine(routing-decode), "routing-ns/line")
+		b.ReportMetric(perLine(whole-routing), "decisions-ns/line")
 	}
 }
 

@@ -14,6 +14,11 @@
 //     the Replayer, with a progress line on stderr.
 //   - engine.go: the Replayer: loading the config, choosing the server
 //     a request was served by, serving it.
+//   - request.go: the one request a server serves every line with, set
+//     up as Caddy's PrepareRequest sets up a live one, reset for each line
+//     (a new replacer a line).
+//   - routes.go: the server's routes compiled once, each route's handlers
+//     chained at load, matched as Caddy's own route list matches them.
 //   - standins.go: which handlers run as configured, and the stand-ins
 //     for those that would answer (reverse_proxy, file_server, respond)
 //     or do anything else.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -40,7 +39,8 @@ type server struct {
 	name  string
 	srv   *caddyhttp.Server
 	chain caddyhttp.Handler
-	ports []uint // the ports it listens on
+	line  *lineRequest // the request its lines are served with
+	ports []uint       // the ports it listens on
 }
 
 // Load adapts the config file (as `caddy adapt` does: adapter "" guesses
@@ -109,7 +109,7 @@ func newReplayer(ctx caddy.Context, app *caddyhttp.App) (*Replayer, error) {
 	ambiguous := make(map[string]bool)
 	for _, name := range names {
 		srv := app.Servers[name]
-		s := &server{name: name, srv: srv}
+		s := &server{name: name, srv: srv, line: newLineRequest(srv, &r.rec)}
 		r.standIn(srv.Routes)
 		for _, nr := range srv.NamedRoutes {
 			r.standInRoute(nr)
@@ -117,7 +117,7 @@ func newReplayer(ctx caddy.Context, app *caddyhttp.App) (*Replayer, error) {
 		if srv.Errors != nil {
 			r.standIn(srv.Errors.Routes)
 		}
-		s.chain = srv.Routes.Compile(caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+		s.chain = compileRoutes(srv.Routes, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
 		for _, l := range srv.Listen {
 			if na, err := caddy.ParseNetworkAddress(l); err == nil {
 				for p := na.StartPort; p <= na.EndPort && p-na.StartPort < 1024; p++ {
@@ -201,26 +201,8 @@ func (r *Replayer) Replay(e *accesslog.Entry) {
 		return
 	}
 	s := r.serverFor(e)
-	req := &http.Request{
-		Method:     e.Method,
-		URL:        u,
-		Proto:      e.Proto,
-		Header:     e.Header,
-		Host:       e.Host,
-		RemoteAddr: e.Remote,
-		RequestURI: e.URI,
-		Body:       http.NoBody,
-	}
-	req.ProtoMajor, req.ProtoMinor, _ = http.ParseHTTPVersion(e.Proto)
-	if req.RemoteAddr == "" {
-		req.RemoteAddr = net.JoinHostPort(e.Client, "0")
-	}
 	r.rec.reset()
-	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), &r.rec, s.srv)
-	if e.Client != "" {
-		// the client the live rules saw, whatever trusted_proxies says
-		caddyhttp.SetVar(req.Context(), caddyhttp.ClientIPVarKey, e.Client)
-	}
+	req := s.line.reset(e, u)
 	r.virtual.Now, r.cur = e.Start, e
 	r.report.begin(e)
 	status := http.StatusOK

@@ -167,3 +167,59 @@ func TestReplayCallsNoUpstream(t *testing.T) {
 		t.Fatalf("429s %d, statuses %v: want 3 answered 201 by the stand-in, 3 refused", r.report.Replay429, statuses)
 	}
 }
+
+// TestReplayKeysOfRulesApart: two rules whose keys are the same text (one
+// by client address, one by a header holding the address of another
+// client) keep their tallies apart, though the report finds a key's
+// tallies of all rules in one map.
+func TestReplayKeysOfRulesApart(t *testing.T) {
+	r := load(t, site(`
+		rule apart-ip {
+			limit 2 1m
+		}
+		rule apart-hdr {
+			by header X-K
+			limit 3 1m
+		}
+`, `respond "ok"`))
+	// 192.0.2.1 sends 4 naming 192.0.2.2; 192.0.2.2 sends 2 naming 192.0.2.1
+	for i, c := range []string{"1", "1", "2", "1", "2", "1"} {
+		e := entry(100+float64(i), "192.0.2."+c, "/")
+		e.Header = http.Header{"X-K": {"192.0.2." + map[string]string{"1": "2", "2": "1"}[c]}}
+		r.Replay(e)
+	}
+	s := r.report.Summary()
+	ip, hdr := summaryRule(t, s, "apart-ip"), summaryRule(t, s, "apart-hdr")
+	// apart-ip: .1 allowed 2 of 4; apart-hdr sees the 4 the first let on:
+	// "192.0.2.2" twice (from .1), "192.0.2.1" twice (from .2): none denied
+	if ip.Requests != 6 || ip.Denied != 2 || ip.Keys != 2 || ip.DeniedKeys != 1 || ip.Peak.Max != 4 ||
+		len(ip.TopDenied) != 1 || ip.TopDenied[0] != (KeyCount{Key: "192.0.2.1", Denied: 2}) {
+		t.Errorf("rule apart-ip: %+v", ip)
+	}
+	if hdr.Requests != 4 || hdr.Denied != 0 || hdr.Keys != 2 || hdr.Peak.Max != 2 {
+		t.Errorf("rule apart-hdr: %+v", hdr)
+	}
+}
+
+// TestReplayAllocations: a replayed line allocates 10 times or fewer once
+// its key is known (the request, its context and the routes are made
+// once; a new replacer a line): 46 when each line was prepared as a live
+// request and each route's handlers chained anew.
+func TestReplayAllocations(t *testing.T) {
+	r := load(t, benchCaddyfile("allocs", "/api/*"))
+	var e accesslog.Entry
+	if err := e.Decode(benchLine(7, 100)); err != nil {
+		t.Fatal(err)
+	}
+	r.Replay(&e)
+	allocs := testing.AllocsPerRun(50, func() {
+		e.Start = e.Start.Add(time.Second) // 50 in 50 s: under 100 a minute
+		r.Replay(&e)
+	})
+	if allocs > 10 {
+		t.Errorf("%.1f allocations a line, want at most 10", allocs)
+	}
+	if got := summaryRule(t, r.report.Summary(), "allocs-api"); got.Requests != 52 || got.Denied != 0 {
+		t.Errorf("rule allocs-api: %+v, want 52 requests, none denied", got)
+	}
+}

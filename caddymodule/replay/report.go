@@ -34,17 +34,32 @@ type Report struct {
 	order  []string        // rule names, in config order
 	hidden map[string]bool // headers the log redacted, seen so far
 	now    int64           // the replayed request's start, Unix ns
+
+	keys  map[string]*keyTallies // every rule's tallies of a key, by key
+	free  []keyTallies           // made ahead, 256 at a time, given to new keys
+	last  string                 // the key of the last decision, and its tallies:
+	lastK *keyTallies            // a request's rules are mostly keyed alike
 }
 
 // ruleTally is one rule's counts.
 type ruleTally struct {
 	cfg      ruleconfig.Rule
+	index    int32         // its place in Report.order
 	window   time.Duration // the rule's shortest window
 	limit    int64         // its count
 	requests int64
 	denied   int64
 	keyless  int64
-	keys     map[string]keyTally
+	keys     int // distinct keys
+}
+
+// keyTallies are one key's tallies in the rules that met it: the first
+// rule's inline, the others' after it. One map of keys for all rules: a
+// request's rules keyed alike (by client address, most often) find their
+// tallies with one lookup.
+type keyTallies struct {
+	first keyTally
+	more  []keyTally
 }
 
 // keyTally is one key's counts in a rule: its denials, and its peak units
@@ -53,14 +68,53 @@ type ruleTally struct {
 // window ending now, plus the current window's): two counters a key, not a
 // timestamp a request.
 type keyTally struct {
+	rule      int32 // the rule's index (ruleTally.index)
 	denied    int64
 	idx       int64 // the current window: start / window
 	cur, prev int64 // units in the current and the previous window
 	peak      int64
 }
 
+// tally is key's tally in rule t, made if new.
+func (rep *Report) tally(t *ruleTally, key string) *keyTally {
+	ks := rep.lastK
+	if ks == nil || key != rep.last {
+		if ks = rep.keys[key]; ks == nil {
+			if len(rep.free) == 0 {
+				rep.free = make([]keyTallies, 256)
+			}
+			ks, rep.free = &rep.free[0], rep.free[1:]
+			ks.first.rule = t.index
+			t.keys++
+			// a key may be part of the string holding its line's
+			// strings (accesslog): kept, it would keep all of them
+			rep.keys[strings.Clone(key)] = ks
+		}
+		rep.last, rep.lastK = key, ks
+	}
+	if k := ks.of(t.index); k != nil {
+		return k
+	}
+	t.keys++
+	ks.more = append(ks.more, keyTally{rule: t.index})
+	return &ks.more[len(ks.more)-1]
+}
+
+// of is the key's tally in the rule of that index; nil if none.
+func (ks *keyTallies) of(rule int32) *keyTally {
+	if ks.first.rule == rule {
+		return &ks.first
+	}
+	for i := range ks.more {
+		if ks.more[i].rule == rule {
+			return &ks.more[i]
+		}
+	}
+	return nil
+}
+
 func newReport() *Report {
-	return &Report{rules: make(map[string]*ruleTally), hidden: make(map[string]bool)}
+	return &Report{rules: make(map[string]*ruleTally), hidden: make(map[string]bool), keys: make(map[string]*keyTallies)}
 }
 
 // addRules adds the rules of a handler; a name met again (rules sharing
@@ -70,7 +124,7 @@ func (rep *Report) addRules(rules []ruleconfig.Rule) {
 		if _, ok := rep.rules[r.Name]; ok {
 			continue
 		}
-		t := &ruleTally{cfg: r, keys: make(map[string]keyTally)}
+		t := &ruleTally{cfg: r, index: int32(len(rep.order))}
 		for _, l := range r.Limits {
 			if w := time.Duration(l.Window); t.window == 0 || w < t.window {
 				t.window, t.limit = w, l.Count
@@ -111,7 +165,7 @@ func (rep *Report) Decided(rule, key string, cost int64, allowed bool) {
 		return
 	}
 	t.requests++
-	k := t.keys[key]
+	k := rep.tally(t, key)
 	if !allowed {
 		t.denied++
 		k.denied++
@@ -134,7 +188,6 @@ func (rep *Report) Decided(rule, key string, cost int64, allowed bool) {
 		}
 		k.peak = max(k.peak, k.cur+int64(math.Ceil(float64(k.prev)*left)))
 	}
-	t.keys[key] = k
 }
 
 // Keyless counts a request a rule found no key in (caddymodule.Observer).
@@ -203,19 +256,24 @@ func (rep *Report) Summary() Summary {
 	s := Summary{Lines: rep.Lines, Skipped: rep.Skipped, Outside: rep.Outside, Requests: rep.Requests,
 		Log429: rep.Log429, Replay429: rep.Replay429, Both429: rep.Both429, Rules: []Rule{}}
 	for _, name := range rep.order {
-		s.Rules = append(s.Rules, rep.rules[name].summary(rep.hidden))
+		s.Rules = append(s.Rules, rep.summary(rep.rules[name]))
 	}
 	return s
 }
 
-func (t *ruleTally) summary(hidden map[string]bool) Rule {
+// summary sums rule t up.
+func (rep *Report) summary(t *ruleTally) Rule {
 	r := Rule{Name: t.cfg.Name, Shadow: t.cfg.Shadow, Requests: t.requests, Denied: t.denied,
-		Keys: len(t.keys), TopDenied: []KeyCount{}, WindowSeconds: t.window.Seconds(), Limit: t.limit, WithoutKey: t.keyless}
+		Keys: t.keys, TopDenied: []KeyCount{}, WindowSeconds: t.window.Seconds(), Limit: t.limit, WithoutKey: t.keyless}
 	if t.requests > 0 {
 		r.DeniedPercent = math.Round(float64(t.denied)/float64(t.requests)*1e4) / 100
 	}
-	peaks := make([]int64, 0, len(t.keys))
-	for key, k := range t.keys {
+	peaks := make([]int64, 0, t.keys)
+	for key, ks := range rep.keys {
+		k := ks.of(t.index)
+		if k == nil {
+			continue
+		}
 		peaks = append(peaks, k.peak)
 		if k.denied > 0 {
 			r.DeniedKeys++
@@ -235,7 +293,7 @@ func (t *ruleTally) summary(hidden map[string]bool) Rule {
 		r.SuggestedLimit = peaks[n-1-int(float64(n)*KeysDeniedTarget)]
 	}
 	for _, h := range headersRead(t.cfg.By) {
-		if hidden[h] {
+		if rep.hidden[h] {
 			r.Redacted = true
 			r.RedactedHeaders = append(r.RedactedHeaders, h)
 		}

@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"net/http"
@@ -26,6 +27,71 @@ type Entry struct {
 	Header http.Header   // the logged headers, those the log redacts left out
 	Hidden []string      // the names of the headers the log redacted ("REDACTED")
 	dur    time.Duration // duration
+	reuse  *reuse        // what decoding the next line reuses
+}
+
+// reuse is what an Entry's lines share: strings of few values met again
+// and again (header names, methods, protocols, hosts, loggers), made once,
+// and a buffer of a key being unescaped.
+type reuse struct {
+	words map[string]string
+	names map[string]string // a header's name as logged → canonical
+	key   []byte
+	text  []byte     // the line's client, URI and header values, unescaped, end to end
+	spans []span     // where each header value lies in text
+	hdrs  []headerAt // the line's headers, in spans
+}
+
+// headerAt is a header's name and where its values are in reuse.spans.
+type headerAt struct {
+	name     string
+	from, to int
+}
+
+// span is where a string lies in reuse.text.
+type span struct{ from, to int }
+
+// span reads a string and appends it to u.text, where sp says it lies.
+// The strings of a line are made at its end, all in one allocation
+// (Entry.Decode): they live as long as one of them does.
+func (d *decoder) span(sp *span, u *reuse) error {
+	b, err := d.scratch()
+	if err != nil {
+		return err
+	}
+	sp.from = len(u.text)
+	u.text = append(u.text, b...)
+	sp.to = len(u.text)
+	return nil
+}
+
+// maxWords bounds reuse.words: a log of many distinct hosts or header
+// names has the strings past it made each time.
+const maxWords = 4096
+
+// name is the canonical form of the header name b, made once for all
+// lines.
+func (u *reuse) name(b []byte) string {
+	if s, ok := u.names[string(b)]; ok { // no allocation: the conversion is only read
+		return s
+	}
+	s := http.CanonicalHeaderKey(string(b))
+	if len(u.names) < maxWords {
+		u.names[string(b)] = s
+	}
+	return s
+}
+
+// word is b as a string, made once for all lines.
+func (u *reuse) word(b []byte) string {
+	if s, ok := u.words[string(b)]; ok { // no allocation: the conversion is only read
+		return s
+	}
+	s := string(b)
+	if len(u.words) < maxWords {
+		u.words[s] = s
+	}
+	return s
 }
 
 // errNotAccessLog is the error of a line that is JSON but not a request
@@ -37,17 +103,23 @@ var errNotAccessLog = errors.New("not an access log entry")
 // others without building them, so a line costs about a copy of its
 // strings (encoding/json builds every value: several times slower).
 func (e *Entry) Decode(line []byte) error {
-	d := decoder{b: line}
-	*e = Entry{Header: e.Header, Hidden: e.Hidden[:0]}
+	if e.reuse == nil {
+		e.reuse = &reuse{words: make(map[string]string), names: make(map[string]string), key: make([]byte, 0, 64)}
+	}
+	d := decoder{b: line, key: e.reuse.key[:0]}
+	*e = Entry{Header: e.Header, Hidden: e.Hidden[:0], reuse: e.reuse}
 	if e.Header == nil {
 		e.Header = make(http.Header, 16)
 	} else {
 		clear(e.Header)
 	}
+	u := e.reuse
+	u.text, u.spans, u.hdrs = u.text[:0], u.spans[:0], u.hdrs[:0]
+	var client, uri span
+	var remoteIP, remotePort []byte
 	var ts float64
 	var tsText string
 	var haveTS bool
-	var remoteIP, remotePort string
 	err := d.object(func(key []byte) error {
 		switch string(key) {
 		case "ts":
@@ -77,26 +149,26 @@ func (e *Entry) Decode(line []byte) error {
 			e.Status = int(n)
 			return nil
 		case "logger":
-			return d.str(&e.Logger)
+			return d.word(&e.Logger, e.reuse)
 		case "request":
 			return d.object(func(key []byte) error {
 				switch string(key) {
 				case "remote_ip":
-					return d.str(&remoteIP)
+					return d.bytes(&remoteIP)
 				case "remote_port":
-					return d.str(&remotePort)
+					return d.bytes(&remotePort)
 				case "client_ip":
-					return d.str(&e.Client)
+					return d.span(&client, u)
 				case "proto":
-					return d.str(&e.Proto)
+					return d.word(&e.Proto, e.reuse)
 				case "method":
-					return d.str(&e.Method)
+					return d.word(&e.Method, e.reuse)
 				case "host":
-					return d.str(&e.Host)
+					return d.word(&e.Host, e.reuse)
 				case "uri":
-					return d.str(&e.URI)
+					return d.span(&uri, u)
 				case "headers":
-					return d.object(e.header(&d))
+					return d.object(func(key []byte) error { return e.header(&d, key) })
 				}
 				return d.skip()
 			})
@@ -108,6 +180,17 @@ func (e *Entry) Decode(line []byte) error {
 	}
 	if d.ws() != 0 {
 		return errSyntax // more after the object
+	}
+	text := string(u.text)
+	e.Client, e.URI = text[client.from:client.to], text[uri.from:uri.to]
+	if len(u.hdrs) > 0 {
+		vals := make([]string, len(u.spans))
+		for i, sp := range u.spans {
+			vals[i] = text[sp.from:sp.to]
+		}
+		for _, h := range u.hdrs {
+			e.Header[h.name] = vals[h.from:h.to:h.to] // capped: appending to one copies it
+		}
 	}
 	if !haveTS || e.Method == "" || e.URI == "" {
 		return errNotAccessLog
@@ -125,37 +208,35 @@ func (e *Entry) Decode(line []byte) error {
 		e.End = time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
 	}
 	e.Start = e.End.Add(-e.dur)
-	e.Remote = remoteIP
-	if remotePort != "" {
-		e.Remote = joinHostPort(remoteIP, remotePort)
-	}
+	e.Remote = joinHostPort(remoteIP, remotePort)
 	return nil
 }
 
-// header reads one header of the headers object into e.Header, leaving
-// out the values Caddy redacted.
-func (e *Entry) header(d *decoder) func(key []byte) error {
-	return func(key []byte) error {
-		name := http.CanonicalHeaderKey(string(key))
-		var vals []string
-		err := d.array(func() error {
-			var s string
-			if err := d.str(&s); err != nil {
-				return err
-			}
-			vals = append(vals, s)
-			return nil
-		})
-		if err != nil {
+// header reads the values of the header named key into the line's text,
+// leaving out the values Caddy redacted; Decode puts them in e.Header once
+// the line's strings are made.
+func (e *Entry) header(d *decoder, key []byte) error {
+	name := e.reuse.name(key)
+	u := e.reuse
+	from := len(u.spans)
+	err := d.array(func() error {
+		var sp span
+		if err := d.span(&sp, u); err != nil {
 			return err
 		}
-		if len(vals) == 1 && vals[0] == "REDACTED" && redactedByCaddy(name) {
-			e.Hidden = append(e.Hidden, name)
-			return nil
-		}
-		e.Header[name] = vals
+		u.spans = append(u.spans, sp)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if sp := u.spans[from:]; len(sp) == 1 && string(u.text[sp[0].from:sp[0].to]) == "REDACTED" && redactedByCaddy(name) {
+		e.Hidden = append(e.Hidden, name)
+		u.text, u.spans = u.text[:sp[0].from], u.spans[:from]
 		return nil
 	}
+	u.hdrs = append(u.hdrs, headerAt{name: name, from: from, to: len(u.spans)})
+	return nil
 }
 
 // redactedByCaddy is true for the headers Caddy's access log writes as
@@ -168,20 +249,24 @@ func redactedByCaddy(name string) bool {
 	return false
 }
 
-// joinHostPort is net.JoinHostPort.
-func joinHostPort(host, port string) string {
-	for i := 0; i < len(host); i++ {
-		if host[i] == ':' {
-			return "[" + host + "]:" + port
-		}
+// joinHostPort is net.JoinHostPort, one string made; host alone without
+// a port, "" without a host.
+func joinHostPort(host, port []byte) string {
+	if len(port) == 0 {
+		return string(host)
 	}
-	return host + ":" + port
+	if bytes.IndexByte(host, ':') >= 0 {
+		return "[" + string(host) + "]:" + string(port)
+	}
+	b := make([]byte, 0, len(host)+1+len(port))
+	return string(append(append(append(b, host...), ':'), port...))
 }
 
 // decoder reads JSON values from b, from i on.
 type decoder struct {
-	b []byte
-	i int
+	b   []byte
+	i   int
+	key []byte // the buffer of an object's key with escapes
 }
 
 var errSyntax = errors.New("invalid JSON")
@@ -210,12 +295,11 @@ func (d *decoder) object(member func(key []byte) error) error {
 		d.i++
 		return nil
 	}
-	var buf [64]byte
 	for {
 		if d.ws() != '"' {
 			return errSyntax
 		}
-		key, err := d.raw(buf[:0])
+		key, err := d.raw(d.key[:0])
 		if err != nil {
 			return err
 		}
@@ -276,6 +360,36 @@ func (d *decoder) str(s *string) error {
 	}
 	*s = string(b)
 	return nil
+}
+
+// bytes reads a string into b: a slice of d.b, or of a new array if it
+// has escapes.
+func (d *decoder) bytes(b *[]byte) error {
+	if d.ws() != '"' {
+		return errSyntax
+	}
+	v, err := d.raw(nil)
+	*b = v
+	return err
+}
+
+// word reads a string into s, made once for all lines (reuse.word).
+func (d *decoder) word(s *string, u *reuse) error {
+	b, err := d.scratch()
+	if err != nil {
+		return err
+	}
+	*s = u.word(b)
+	return nil
+}
+
+// scratch reads a string, unescaped in d.key if it has escapes: the
+// bytes returned hold until the next string is read.
+func (d *decoder) scratch() ([]byte, error) {
+	if d.ws() != '"' {
+		return nil, errSyntax
+	}
+	return d.raw(d.key[:0])
 }
 
 // raw reads a string (d at its quote) and returns its unescaped bytes:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,9 +47,32 @@ func TestDecode(t *testing.T) {
 	if !e.Start.Equal(want.Start) || !e.End.Equal(want.End) {
 		t.Fatalf("start %v end %v, want %v %v", e.Start, e.End, want.Start, want.End)
 	}
-	e.Start, e.End = want.Start, want.End
+	e.Start, e.End, e.reuse = want.Start, want.End, nil
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("got %+v\nwant %+v", e, want)
+	}
+}
+
+// TestDecodeManyHeaders: a line of 40 headers, some of several values,
+// one redacted among them, decodes to each its own values, and the next
+// line's to its own.
+func TestDecodeManyHeaders(t *testing.T) {
+	var e Entry
+	for _, n := range []int{40, 3} {
+		want := http.Header{}
+		headers := map[string][]string{"Cookie": {"REDACTED"}}
+		for i := range n {
+			name := fmt.Sprintf("X-H%d", i)
+			vals := []string{fmt.Sprintf("v%d", i), fmt.Sprintf("w%d\t", i)}[:1+i%2]
+			headers[name], want[name] = vals, vals
+		}
+		b, _ := json.Marshal(map[string]any{"ts": 1, "request": map[string]any{"method": "GET", "uri": "/u", "client_ip": "192.0.2.1", "headers": headers}})
+		if err := e.Decode(b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(e.Header, want) || e.URI != "/u" || e.Client != "192.0.2.1" || fmt.Sprint(e.Hidden) != "[Cookie]" {
+			t.Fatalf("%d headers: got %v %q %q %v\nwant %v", n, e.Header, e.URI, e.Client, e.Hidden, want)
+		}
 	}
 }
 
@@ -231,4 +255,34 @@ func TestReaderFromTo(t *testing.T) {
 	if r.Outside != 2 || r.Lines != 4 {
 		t.Fatalf("outside %d of %d lines, want 2 of 4", r.Outside, r.Lines)
 	}
+}
+
+// FuzzDecodeReused: an Entry decoding line after line gives each line
+// what a fresh Entry gives it: nothing of a line is left in the next.
+func FuzzDecodeReused(f *testing.F) {
+	f.Add([]byte(line(1700000000.5, 0.25, "203.0.113.7", "/a?b=c", 429)))
+	f.Add([]byte(`{"ts":10,"duration":1,"request":{"remote_ip":"::1","remote_port":"5","method":"GET","uri":"/\u00e9\"\\\/\ud83d\ude00","headers":{"X-K":["a\tb"],"Cookie":["REDACTED"]}}}`))
+	f.Add([]byte(`{"ts":"2026-01-02T03:04:05.5Z","duration":"500ms","request":{"method":"POST","uri":"/x","headers":{"A":["1","2"],"b":[]}}}`))
+	var reused Entry
+	reused.Decode([]byte(line(1, 0, "192.0.2.1", "/first", 200))) // a line before each
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fresh Entry
+		errFresh := fresh.Decode(b)
+		errReused := reused.Decode(b)
+		if (errFresh == nil) != (errReused == nil) {
+			t.Fatalf("fresh: %v, reused: %v", errFresh, errReused)
+		}
+		if errFresh != nil {
+			return
+		}
+		keep := reused.reuse
+		defer func() { reused.reuse = keep }()
+		fresh.reuse, reused.reuse = nil, nil
+		if len(fresh.Hidden) == 0 && len(reused.Hidden) == 0 {
+			fresh.Hidden, reused.Hidden = nil, nil // a reused list is emptied, not dropped
+		}
+		if !reflect.DeepEqual(fresh, reused) {
+			t.Fatalf("fresh %+v\nreused %+v", fresh, reused)
+		}
+	})
 }

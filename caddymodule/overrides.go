@@ -130,7 +130,7 @@ func overrideChanged(rule string, o limiter.Override, what string) {
 		zap.String("what", what),
 	}
 	if !o.Expires.IsZero() {
-		fields = append(fields, zap.Time("expires", o.Expires.UTC()))
+		fields = append(fields, zap.String("expires", o.Expires.UTC().Format(time.RFC3339)))
 	}
 	app.logger.Info("rate limit override "+what, fields...)
 	event := overrideSetEvent

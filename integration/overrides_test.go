@@ -162,3 +162,48 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("no restore line:\n%s", p.log())
 	}
 }
+
+// overridesList GETs rule api's overrides.
+func (p *caddyProc) overridesList(t *testing.T) []overrideAnswer {
+	t.Helper()
+	var v struct {
+		Overrides []overrideAnswer `json:"overrides"`
+	}
+	p.adminJSON(t, "/rate_limit/rules/api/overrides", &v)
+	return v.Overrides
+}
+
+// TestOverridesCluster: an override set on one node is in force on the
+// other when the PUT answers (a key at factor 0 refused at its first
+// request there), listed there with who set it, and a DELETE on the other
+// node lifts it on both.
+func TestOverridesCluster(t *testing.T) {
+	t.Parallel()
+	nodes := startNodes(t, 2, caddyOf(t, nodeGlobal+`
+http://127.0.0.1:{{.HTTP}} {
+	rate_limit {
+		name api
+		limit 5 1m
+		by header X-User
+	}
+	respond "ok"
+}
+`))
+	a, b := nodes[0], nodes[1]
+	set := a.setOverride(t, "zed", `{"factor": 0}`)
+	if code := b.status(t, "/", as("zed")...); code != 429 {
+		t.Errorf("zed at factor 0 set on node 1, at node 2: %d, want 429 at once", code)
+	}
+	if got := b.overridesList(t); len(got) != 1 || got[0] != set {
+		t.Errorf("node 2 lists %+v, want %+v", got, set)
+	}
+	if code, body := b.admin(t, http.MethodDelete, "/rate_limit/rules/api/keys/zed/override", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE on node 2: %d %s", code, body)
+	}
+	if code := a.status(t, "/", as("zed")...); code != 200 {
+		t.Errorf("zed at node 1 after DELETE on node 2: %d, want 200", code)
+	}
+	if got := a.overridesList(t); len(got) != 0 {
+		t.Errorf("node 1 lists %+v after the DELETE", got)
+	}
+}

@@ -152,3 +152,24 @@ func FuzzReadOverrides(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkOverridesFactorAt is the request path's lookup: a rule with no
+// override (one atomic load), with 1,000 of other keys (a map lookup),
+// and the key's own.
+func BenchmarkOverridesFactorAt(b *testing.B) {
+	thousand := NewOverrides(0)
+	for i := range 1000 {
+		thousand.Set(Override{Key: "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256), Factor: 2, SetAt: base})
+	}
+	for _, bc := range []struct {
+		name, key string
+		o         *Overrides
+	}{{"none", "5.255.255.7", NewOverrides(0)}, {"1000-not-this-key", "5.255.255.7", thousand}, {"1000-this-key", "10.0.1.7", thousand}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.o.FactorAt(bc.key, base)
+			}
+		})
+	}
+}

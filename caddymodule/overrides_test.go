@@ -1,0 +1,98 @@
+package caddymodule
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/edgebyte/edgelimit/limiter"
+)
+
+// setOverride puts key's override in force on h's first rule.
+func setOverride(t *testing.T, h *Handler, key string, factor float64, expires time.Time) {
+	t.Helper()
+	if err := h.rules[0].overrides.Set(limiter.Override{Key: key, Factor: factor, Expires: expires, SetAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOverrideScalesLimits: on limit 5 an hour, a key at factor 2 passes
+// exactly 10, one at 0.4 exactly 2, one at 0 none until its override is
+// removed, one whose override has expired 5; a key without one 5, and the
+// override multiplies a tier's factor.
+func TestOverrideScalesLimits(t *testing.T) {
+	rule := hourly("api", 5)
+	rule.Tiers, rule.TierBy = map[string][]string{"pro": {"10/1h"}}, "header X-Plan"
+	h := testHandler(t, testApp(), rule)
+	from := func(ip string, plan ...string) func() *http.Request {
+		return func() *http.Request {
+			r := newRequest(ip)
+			if len(plan) > 0 {
+				r.Header.Set("X-Plan", plan[0])
+			}
+			return r
+		}
+	}
+	setOverride(t, h, "192.0.2.1", 2, time.Time{})
+	setOverride(t, h, "192.0.2.2", 0.4, time.Now().Add(time.Hour))
+	setOverride(t, h, "192.0.2.3", 0, time.Time{})
+	setOverride(t, h, "192.0.2.4", 3, time.Now().Add(-time.Nanosecond)) // ended
+	setOverride(t, h, "192.0.2.5", 3, time.Time{})
+	for _, c := range []struct {
+		ip   string
+		plan []string
+		want int
+	}{{"192.0.2.1", nil, 10}, {"192.0.2.2", nil, 2}, {"192.0.2.3", nil, 0}, {"192.0.2.4", nil, 5}, {"192.0.2.9", nil, 5}, {"192.0.2.5", []string{"pro"}, 30}} {
+		if got := admitted(t, h, c.want+3, from(c.ip, c.plan...)); got != c.want {
+			t.Errorf("%s %v: %d admitted, want %d", c.ip, c.plan, got, c.want)
+		}
+	}
+	if _, ok := h.rules[0].overrides.Remove("192.0.2.3", time.Now(), "test"); !ok {
+		t.Fatal("no override to remove")
+	}
+	if got := admitted(t, h, 6, from("192.0.2.3")); got != 5 {
+		t.Errorf("after the removal: %d admitted, want 5", got)
+	}
+}
+
+// TestOverrideRefusalHeaders: a key at factor 0 is answered 429 at once,
+// with Retry-After the longest window and the rule's RateLimit fields.
+func TestOverrideRefusalHeaders(t *testing.T) {
+	h := testHandler(t, testApp(), hourly("api", 5))
+	setOverride(t, h, "192.0.2.1", 0, time.Time{})
+	w := httptest.NewRecorder()
+	err := h.ServeHTTP(w, newRequest("192.0.2.1"), ok)
+	he, _ := err.(caddyhttp.HandlerError)
+	if he.StatusCode != 429 || w.Header().Get("Retry-After") != "3600" || w.Header().Get("RateLimit") == "" {
+		t.Errorf("factor 0: %v, headers %v", err, w.Header())
+	}
+}
+
+// TestOverridesKeptByName: a rule's overrides are the registry's, by
+// name: a second provisioning of the name (a reload) finds them, and
+// max_overrides takes the new bound.
+func TestOverridesKeptByName(t *testing.T) {
+	r := hourly("overrides-kept", 5)
+	registry.acquire(r.Name, limiter.Config{Limits: []limiter.Limit{{Count: 5, Window: time.Hour}}})
+	defer registry.release(r.Name)
+	o := registry.overridesFor(r)
+	if err := o.Set(limiter.Override{Key: "k", Factor: 2, SetAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	r.MaxOverrides = 7
+	if again := registry.overridesFor(r); again != o || again.Max() != 7 {
+		t.Fatalf("a reload's overrides: %p (max %d), want %p", again, again.Max(), o)
+	}
+	for i := range 6 {
+		if err := o.Set(limiter.Override{Key: strconv.Itoa(i), Factor: 2, SetAt: time.Now()}); err != nil {
+			t.Fatalf("override %d: %v", i+2, err)
+		}
+	}
+	if err := o.Set(limiter.Override{Key: "8th", Factor: 2, SetAt: time.Now()}); err != ErrOverridesFull {
+		t.Fatalf("8th past max_overrides 7: %v", err)
+	}
+}

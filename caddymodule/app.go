@@ -311,17 +311,24 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// sweep frees idle keys every sweep interval, and checks the geoip file
-// every check interval (if set), until Stop.
+// sweep frees idle keys every sweep interval, checks the geoip file
+// every check interval (if set), and reads the overrides of rules with
+// store redis every overrideSyncInterval, until Stop.
 func (a *App) sweep(every, checkGeo time.Duration) {
 	defer close(a.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var check <-chan time.Time
+	var check, poll <-chan time.Time
 	if checkGeo > 0 {
 		c := time.NewTicker(checkGeo)
 		defer c.Stop()
 		check = c.C
+	}
+	if a.redis != nil && len(a.redis.stores) > 0 {
+		p := time.NewTicker(overrideSyncInterval)
+		defer p.Stop()
+		poll = p.C
+		a.redis.syncOverrides(time.Now())
 	}
 	for {
 		select {
@@ -331,6 +338,8 @@ func (a *App) sweep(every, checkGeo time.Duration) {
 			registry.sweep(now)
 		case <-check:
 			a.geo.checkFile()
+		case now := <-poll:
+			a.redis.syncOverrides(now) // overrides_sync.go
 		}
 	}
 }

@@ -2,11 +2,14 @@ package caddymodule
 
 // How a change of an override reaches the rule's other holders of state:
 // the cluster's other nodes (a message over TCP to every live member at
-// once, gossip.BroadcastOverride), which merge it by its version (the
-// time it was set: of two changes of a key the later wins, so a DELETE
-// is not undone by an older PUT told later).
+// once, gossip.BroadcastOverride), or for a rule with store redis, Redis
+// (redisstore's overrides hash), which every node using it reads every
+// overrideSyncInterval. Either way changes merge by their version (the
+// time set: of two changes of a key the later wins, so a DELETE is not
+// undone by an older PUT told later).
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,8 +24,12 @@ import (
 // Redis. A node it cannot reach is logged (a warning); the change is in
 // force here.
 func (r RuleState) shareOverride(o limiter.Override) {
+	if r.e.rule.Store == ruleconfig.StoreRedis {
+		r.storeOverride(o)
+		return
+	}
 	n := ClusterNode()
-	if n == nil || r.e.rule.Store == ruleconfig.StoreRedis {
+	if n == nil {
 		return
 	}
 	change := limiter.AppendOverrides(nil, []limiter.Override{o}, time.Now())
@@ -51,4 +58,51 @@ func overrideFromCluster(c gossip.OverrideChange) {
 		return
 	}
 	e.overrides.Merge(es)
+}
+
+// overrideSyncInterval is how often a node reads the overrides of its
+// rules with store redis from Redis.
+const overrideSyncInterval = time.Second
+
+// storeOverride writes a change of an override of a rule with store
+// redis to Redis; a failure is logged (a warning): the change is in force
+// here, and the other nodes do not see it.
+func (r RuleState) storeOverride(o limiter.Override) {
+	st := r.Redis()
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), st.st.timeout)
+	defer cancel()
+	if _, err := st.st.store.PutOverride(ctx, o); err != nil {
+		if app := activeApp.Load(); app != nil {
+			app.logger.Warn("rate limit override not written to Redis: in force on this node only", zap.String("rule", r.e.name), zap.String("key", shownKey(o.Key)), zap.Error(err))
+		}
+	}
+}
+
+// syncOverrides reads the overrides of every rule with store redis from
+// Redis into the rule's, and deletes from Redis those that have ended
+// (expired settings, removals past limiter.OverrideTombstone). A failure
+// waits for the next round.
+func (u *redisUse) syncOverrides(now time.Time) {
+	for name, st := range u.stores {
+		e, ok := registry.get(name)
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), st.timeout)
+		es, _, err := st.store.Overrides(ctx)
+		if err == nil {
+			e.overrides.Merge(es)
+			var ended []limiter.Override
+			for _, o := range es {
+				if o.Removed && now.Sub(o.SetAt) > limiter.OverrideTombstone || !o.Removed && !o.Expires.IsZero() && !now.Before(o.Expires) {
+					ended = append(ended, o)
+				}
+			}
+			st.store.PruneOverrides(ctx, ended)
+		}
+		cancel()
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/edgebyte/edgelimit/internal/redistest"
 )
 
 // overridesCaddyfile is one rule, api, limit 5 1m keyed by X-User, with
@@ -205,5 +208,70 @@ http://127.0.0.1:{{.HTTP}} {
 	}
 	if got := a.overridesList(t); len(got) != 0 {
 		t.Errorf("node 1 lists %+v after the DELETE", got)
+	}
+}
+
+// overridesRedisConfig is a node of a fleet on one Redis: rule api, limit
+// 5 1m keyed by X-User, kept in Redis.
+const overridesRedisConfig = `{
+	{{.Global}}
+	rate_limit {
+		store redis {
+			address {env.EDGELIMIT_REDIS}
+		}
+	}
+}
+
+http://127.0.0.1:{{.HTTP}} {
+	rate_limit {
+		name api
+		limit 5 1m
+		by header X-User
+		store redis
+	}
+	respond "ok"
+}
+`
+
+// waitOverrides polls p's overrides of rule api every 50 ms, for up to
+// 5 s, until it lists n.
+func (p *caddyProc) waitOverrides(t *testing.T, n int) []overrideAnswer {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got := p.overridesList(t); len(got) == n || time.Now().After(deadline) {
+			return got
+		}
+	}
+}
+
+// TestOverridesRedis: two Caddy processes on one redis-server: an
+// override of a store redis rule set on one is in force on the other
+// within a second (its read of Redis), its counts in Redis shared (factor
+// 2 on limit 5: 10 pass in all, over both); a key at 0 set on one is
+// refused on the other, and a DELETE there lifts it on the first.
+func TestOverridesRedis(t *testing.T) {
+	needCaddy(t)
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := startCaddy(t, overridesRedisConfig, "EDGELIMIT_REDIS="+srv.Addr)
+	b := startCaddy(t, overridesRedisConfig, "EDGELIMIT_REDIS="+srv.Addr)
+	set := a.setOverride(t, "alice", `{"factor": 2}`)
+	a.setOverride(t, "zed", `{"factor": 0}`)
+	if got := b.waitOverrides(t, 2); len(got) != 2 || got[0] != set {
+		t.Fatalf("node 2 lists %+v, want alice's %+v and zed's", got, set)
+	}
+	got := append(a.statuses(t, 6, "/", as("alice")...), b.statuses(t, 6, "/", as("alice")...)...)
+	wantStatuses(t, "alice at factor 2 over two nodes", got, append(seq(6, 200, 0, 0), seq(4, 200, 2, 429)...))
+	if code := b.status(t, "/", as("zed")...); code != 429 {
+		t.Errorf("zed at factor 0, at node 2: %d, want 429", code)
+	}
+	if code, body := b.admin(t, http.MethodDelete, "/rate_limit/rules/api/keys/zed/override", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE on node 2: %d %s", code, body)
+	}
+	if got := a.waitOverrides(t, 1); len(got) != 1 || got[0].Key != "alice" {
+		t.Fatalf("node 1 lists %+v after the DELETE on node 2", got)
+	}
+	if code := a.status(t, "/", as("zed")...); code != 200 {
+		t.Errorf("zed at node 1 after DELETE on node 2: %d, want 200", code)
 	}
 }

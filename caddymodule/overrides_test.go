@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/edgebyte/edgelimit/limiter"
 )
@@ -94,5 +96,31 @@ func TestOverridesKeptByName(t *testing.T) {
 	}
 	if err := o.Set(limiter.Override{Key: "8th", Factor: 2, SetAt: time.Now()}); err != ErrOverridesFull {
 		t.Fatalf("8th past max_overrides 7: %v", err)
+	}
+}
+
+// TestOverrideExpiredLine: the sweep forgets an override that has ended
+// and logs it once, "expired", with the setter as who.
+func TestOverrideExpiredLine(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	app := &App{logger: zap.New(core)}
+	prev := activeApp.Swap(app)
+	defer activeApp.Store(prev)
+	o := limiter.NewOverrides(0)
+	t0 := time.Unix(1_800_000_000, 0)
+	o.Set(limiter.Override{Key: "k", Factor: 2, Expires: t0.Add(time.Hour), SetAt: t0, SetBy: "127.0.0.1:9"})
+	sweepOverrides("api", o, t0.Add(time.Hour-time.Nanosecond))
+	if logs.Len() != 0 || o.Len() != 1 {
+		t.Fatalf("swept before its end: %d lines, %d left", logs.Len(), o.Len())
+	}
+	sweepOverrides("api", o, t0.Add(time.Hour))
+	sweepOverrides("api", o, t0.Add(2*time.Hour))
+	got := logs.All()
+	if len(got) != 1 || o.Len() != 0 {
+		t.Fatalf("%d lines, %d left; want 1, 0", len(got), o.Len())
+	}
+	f := got[0].ContextMap()
+	if got[0].Message != "rate limit override expired" || f["rule"] != "api" || f["key"] != "k" || f["factor"] != 2.0 || f["who"] != "127.0.0.1:9" || f["what"] != "expired" || f["expires"] != "2027-01-15T09:00:00Z" {
+		t.Errorf("line %q %v", got[0].Message, f)
 	}
 }

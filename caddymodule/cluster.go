@@ -35,6 +35,7 @@ func provisionCluster(cfg *appconfig.ClusterConfig) (*clusterUse, error) {
 	}
 	settings.OnBlock = blockFromCluster              // blocks.go
 	settings.Gossip.OnOverride = overrideFromCluster // overrides_sync.go
+	settings.Gossip.OnJoin = overridesOnJoin
 	u := &clusterUse{settings: settings}
 	if n := clusternode.Existing(settings); n != nil {
 		u.node.Store(n)

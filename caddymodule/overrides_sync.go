@@ -2,7 +2,9 @@ package caddymodule
 
 // How a change of an override reaches the rule's other holders of state:
 // the cluster's other nodes (a message over TCP to every live member at
-// once, gossip.BroadcastOverride), or for a rule with store redis, Redis
+// once, gossip.BroadcastOverride; a node that sees another join, or come
+// back, asks it for its overrides, overridesOnJoin, and is sent them,
+// sendOverrides), or for a rule with store redis, Redis
 // (redisstore's overrides hash), which every node using it reads every
 // overrideSyncInterval. Either way changes merge by their version (the
 // time set: of two changes of a key the later wins, so a DELETE is not
@@ -41,11 +43,15 @@ func (r RuleState) shareOverride(o limiter.Override) {
 }
 
 // overrideFromCluster takes a change another node made (gossip's
-// OnOverride): merged into the rule of that name, if it has a later
+// OnOverride), or its request for this node's overrides: a change is merged into the rule of that name, if it has a later
 // version than the one held. A change that fails to decode is dropped,
 // with a warning (a node that authenticated with the cluster's key sent
 // it).
 func overrideFromCluster(c gossip.OverrideChange) {
+	if c.Rule == "" { // a node asks for this node's overrides
+		go sendOverrides(string(c.Change)) // not on gossip's one goroutine
+		return
+	}
 	e, ok := registry.get(c.Rule)
 	if !ok {
 		return
@@ -58,6 +64,77 @@ func overrideFromCluster(c gossip.OverrideChange) {
 		return
 	}
 	e.overrides.Merge(es)
+}
+
+// overridesOnJoin asks a member that joined, or came back (gossip's
+// OnJoin), for its overrides: it answers with sendOverrides. A failure is
+// logged (a warning): this node learns later changes still.
+func overridesOnJoin(node string) {
+	n := ClusterNode()
+	if n == nil {
+		return
+	}
+	if _, err := n.Cluster.AskOverrides(node); err != nil {
+		warnOverridesNotSent(node, err)
+	}
+}
+
+// warnOverridesNotSent logs that the overrides could not be asked of node
+// or sent to it.
+func warnOverridesNotSent(node string, err error) {
+	if app := activeApp.Load(); app != nil {
+		app.logger.Warn("rate limit overrides not exchanged with a joining node", zap.String("node", node), zap.Error(err))
+	}
+}
+
+// sendOverrides sends every override (removals too) of the rules not
+// kept in Redis to the member that asked for them, in messages of at most
+// gossip.MaxKeyBytes, one after another. A failure is logged (a
+// warning).
+func sendOverrides(node string) {
+	n := ClusterNode()
+	if n == nil {
+		return
+	}
+	now := time.Now()
+	var changes []gossip.OverrideChange
+	for _, e := range registry.list() {
+		if e.rule.Store == ruleconfig.StoreRedis || e.overrides == nil {
+			continue
+		}
+		for _, batch := range overrideBatches(e.overrides.All(), gossip.MaxKeyBytes) {
+			changes = append(changes, gossip.OverrideChange{Rule: e.name, Change: limiter.AppendOverrides(nil, batch, now)})
+		}
+	}
+	if len(changes) == 0 {
+		return
+	}
+	if _, err := n.Cluster.SendOverrides(node, changes); err != nil {
+		warnOverridesNotSent(node, err)
+	}
+}
+
+// overrideBatches splits es into batches whose encoding (AppendOverrides)
+// takes at most max bytes; an entry that alone would not fit is left out.
+func overrideBatches(es []limiter.Override, max int) [][]limiter.Override {
+	const frame, fixed = 32, 40 // a snapshot's frame and count; an entry's fixed fields, with room
+	var out [][]limiter.Override
+	var batch []limiter.Override
+	size := frame
+	for _, e := range es {
+		n := fixed + len(e.Key) + len(e.SetBy)
+		if frame+n > max {
+			continue
+		}
+		if size+n > max {
+			out, batch, size = append(out, batch), nil, frame
+		}
+		batch, size = append(batch, e), size+n
+	}
+	if len(batch) > 0 {
+		out = append(out, batch)
+	}
+	return out
 }
 
 // overrideSyncInterval is how often a node reads the overrides of its

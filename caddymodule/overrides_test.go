@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/edgebyte/edgelimit/gossip"
 	"github.com/edgebyte/edgelimit/limiter"
 )
 
@@ -122,5 +124,24 @@ func TestOverrideExpiredLine(t *testing.T) {
 	f := got[0].ContextMap()
 	if got[0].Message != "rate limit override expired" || f["rule"] != "api" || f["key"] != "k" || f["factor"] != 2.0 || f["who"] != "127.0.0.1:9" || f["what"] != "expired" || f["expires"] != "2027-01-15T09:00:00Z" {
 		t.Errorf("line %q %v", got[0].Message, f)
+	}
+}
+
+// TestOverrideBatches: the overrides sent to a joining node fit a gossip
+// message each, and all of them are sent.
+func TestOverrideBatches(t *testing.T) {
+	var es []limiter.Override
+	for i := range 500 {
+		es = append(es, limiter.Override{Key: strings.Repeat("k", i%1024+1), Factor: 2, SetAt: time.Now(), SetBy: "127.0.0.1:12345"})
+	}
+	n := 0
+	for _, b := range overrideBatches(es, gossip.MaxKeyBytes) {
+		if got := len(limiter.AppendOverrides(nil, b, time.Now())); got > gossip.MaxKeyBytes {
+			t.Fatalf("a batch of %d takes %d bytes", len(b), got)
+		}
+		n += len(b)
+	}
+	if n != len(es) {
+		t.Fatalf("%d of %d sent", n, len(es))
 	}
 }

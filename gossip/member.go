@@ -80,6 +80,7 @@ type Cluster struct {
 	inbox    chan inbound
 
 	onOverride func(OverrideChange) // Config.OnOverride
+	onJoin     func(string)         // Config.OnJoin
 
 	// memberlist's Members and LocalNode return nodes that it keeps
 	// rewriting (on every alive message) without our being able to take
@@ -154,6 +155,7 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 		onReport:   onReport,
 		onReset:    onReset,
 		onOverride: cfg.OnOverride,
+		onJoin:     cfg.OnJoin,
 		inbox:      make(chan inbound, inboxSize),
 		alive:      make(map[string]memberlist.Node),
 		gone:       make(map[string]Member),

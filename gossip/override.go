@@ -11,12 +11,23 @@ import (
 // at once as resets are: they are rare and must not be lost. The change
 // is opaque here (package limiter encodes it, with its version, so that
 // of two changes of a key the later wins wherever they meet). A member
-// that joins later, or is partitioned away, does not get it.
+// that joins later, restarts, or comes back from a partition learns them
+// when it sees the others join: it asks each (AskOverrides), and each
+// sends it its overrides in force (SendOverrides); memberlist tells a
+// node that restarts quickly under its name to no one else as a join.
 
-// OverrideChange is a change of one of a rule's overrides.
+// OverrideChange is a change of one of a rule's overrides, or, with no
+// Rule, a request of the node named Change for the receiver's overrides
+// (AskOverrides).
 type OverrideChange struct {
 	Rule   string // the rule's name, at most MaxRuleBytes bytes
 	Change []byte // the change as the rule's owner encodes it, at most MaxKeyBytes bytes
+}
+
+// AskOverrides asks the live member named node to send this node its
+// overrides (see OverrideChange); false if node is not a live member.
+func (c *Cluster) AskOverrides(node string) (bool, error) {
+	return c.SendOverrides(node, []OverrideChange{{Change: []byte(c.name)}})
 }
 
 // AppendOverride appends the encoding of an override message to dst. It
@@ -43,6 +54,31 @@ func (c *Cluster) BroadcastOverride(o OverrideChange) error {
 		return err
 	}
 	return c.sendReliable(msg, "override")
+}
+
+// SendOverrides sends changes to the live member named node, one message
+// after another over TCP (never more than one stream at once to it), and
+// returns the first error; false if node is not a live member.
+func (c *Cluster) SendOverrides(node string, changes []OverrideChange) (bool, error) {
+	c.mu.Lock()
+	n, ok := c.alive[node]
+	c.mu.Unlock()
+	if !ok || node == c.name {
+		return false, nil
+	}
+	for _, o := range changes {
+		msg, err := AppendOverride(nil, o)
+		if err != nil {
+			return true, err
+		}
+		if err := c.ml.SendReliable(&n, msg); err != nil {
+			c.sendErrors.Add(1)
+			return true, fmt.Errorf("gossip: send overrides to %s: %w", node, err)
+		}
+		c.sent.Add(1)
+		c.sentBytes.Add(uint64(len(msg)))
+	}
+	return true, nil
 }
 
 // sendReliable sends msg over TCP to every other live member at once,

@@ -177,12 +177,61 @@ func (p *caddyProc) overridesList(t *testing.T) []overrideAnswer {
 }
 
 // TestOverridesCluster: an override set on one node is in force on the
-// other when the PUT answers (a key at factor 0 refused at its first
-// request there), listed there with who set it, and a DELETE on the other
-// node lifts it on both.
+// other within a second (a key at factor 0 refused there), listed there
+// with who set it, and a DELETE on the other
+// node lifts it on both; a node that restarts without a snapshot learns
+// the overrides in force as it rejoins.
 func TestOverridesCluster(t *testing.T) {
 	t.Parallel()
-	nodes := startNodes(t, 2, caddyOf(t, nodeGlobal+`
+	nodes := startNodes(t, 2, caddyOf(t, overridesClusterCaddyfile("")))
+	a, b := nodes[0], nodes[1]
+	set := a.setOverride(t, "zed", `{"factor": 0}`)
+	if code := b.waitStatus(t, 429, as("zed")...); code != 429 {
+		t.Errorf("zed at factor 0 set on node 1, at node 2: %d, want 429 within a second", code)
+	}
+	if got := b.overridesList(t); len(got) != 1 || got[0] != set {
+		t.Errorf("node 2 lists %+v, want %+v", got, set)
+	}
+	if code, body := b.admin(t, http.MethodDelete, "/rate_limit/rules/api/keys/zed/override", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE on node 2: %d %s", code, body)
+	}
+	if code := a.waitStatus(t, 200, as("zed")...); code != 200 {
+		t.Errorf("zed at node 1 after DELETE on node 2: %d, want 200 within a second", code)
+	}
+	if got := a.overridesList(t); len(got) != 0 {
+		t.Errorf("node 1 lists %+v after the DELETE", got)
+	}
+
+	// node 2 killed and started again without a snapshot (persist off):
+	// node 1 sends it the overrides in force as it rejoins
+	a.setOverride(t, "zoe", `{"factor": 0}`)
+	b = b.restart(t, overridesClusterCaddyfile("persist off"), true)
+	b.waitMembers(t, 2)
+	if got := b.waitOverrides(t, 1); len(got) != 1 || got[0].Key != "zoe" {
+		t.Fatalf("node 2 restarted without a snapshot lists %+v, want zoe's", got)
+	}
+	if code := b.status(t, "/", as("zoe")...); code != 429 {
+		t.Errorf("zoe at factor 0, at the restarted node 2: %d, want 429", code)
+	}
+}
+
+// waitStatus requests / with headers every 20 ms, for up to a second,
+// until it answers want, and returns the last status: a change sent to
+// the other nodes over TCP before the PUT answers is taken there a moment
+// later.
+func (p *caddyProc) waitStatus(t *testing.T, want int, headers ...string) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code := p.status(t, "/", headers...); code == want || time.Now().After(deadline) {
+			return code
+		}
+	}
+}
+
+// overridesClusterCaddyfile is a node of a cluster (nodeGlobal, with
+// extra in its rate_limit block) with rule api, limit 5 1m by X-User.
+func overridesClusterCaddyfile(extra string) string {
+	return strings.Replace(nodeGlobal, "rate_limit {", "rate_limit {\n\t\t"+extra, 1) + `
 http://127.0.0.1:{{.HTTP}} {
 	rate_limit {
 		name api
@@ -191,24 +240,7 @@ http://127.0.0.1:{{.HTTP}} {
 	}
 	respond "ok"
 }
-`))
-	a, b := nodes[0], nodes[1]
-	set := a.setOverride(t, "zed", `{"factor": 0}`)
-	if code := b.status(t, "/", as("zed")...); code != 429 {
-		t.Errorf("zed at factor 0 set on node 1, at node 2: %d, want 429 at once", code)
-	}
-	if got := b.overridesList(t); len(got) != 1 || got[0] != set {
-		t.Errorf("node 2 lists %+v, want %+v", got, set)
-	}
-	if code, body := b.admin(t, http.MethodDelete, "/rate_limit/rules/api/keys/zed/override", ""); code != http.StatusNoContent {
-		t.Fatalf("DELETE on node 2: %d %s", code, body)
-	}
-	if code := a.status(t, "/", as("zed")...); code != 200 {
-		t.Errorf("zed at node 1 after DELETE on node 2: %d, want 200", code)
-	}
-	if got := a.overridesList(t); len(got) != 0 {
-		t.Errorf("node 1 lists %+v after the DELETE", got)
-	}
+`
 }
 
 // overridesRedisConfig is a node of a fleet on one Redis: rule api, limit

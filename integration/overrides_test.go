@@ -11,7 +11,8 @@ import (
 )
 
 // overridesCaddyfile is one rule, api, limit 5 1m keyed by X-User, with
-// extra among its subdirectives; the dashboard, read-only, at /rl.
+// extra among its subdirectives; the dashboard at /rl, read-only, and at
+// /rlw with write.
 func overridesCaddyfile(extra string) string {
 	return `{
 	{{.Global}}
@@ -19,6 +20,9 @@ func overridesCaddyfile(extra string) string {
 http://127.0.0.1:{{.HTTP}} {
 	handle /rl {
 		rate_limit_ui
+	}
+	handle /rlw {
+		rate_limit_ui write
 	}
 	handle {
 		rate_limit {
@@ -164,6 +168,23 @@ func TestOverrides(t *testing.T) {
 	if p.waitLog(`"msg":"rate limit overrides restored"`, `"rule":"api"`, `"overrides":`) == "" {
 		t.Errorf("no restore line:\n%s", p.log())
 	}
+
+	// the dashboard with write: a DELETE, then a PUT in its place
+	for _, c := range []struct {
+		method, key, body string
+		want              int
+	}{{http.MethodDelete, "erin", "", http.StatusNoContent}, {http.MethodPut, "gina", `{"factor": 2}`, http.StatusOK}} {
+		req, _ := http.NewRequest(c.method, p.url("/rlw?api=rules/api/keys/"+c.key+"/override"), strings.NewReader(c.body))
+		resp, err := p.send(t, req)
+		if err != nil {
+			t.Fatalf("%s %s through the dashboard: %v", c.method, c.key, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s %s through the dashboard with write: %d, want %d", c.method, c.key, resp.StatusCode, c.want)
+		}
+	}
+	wantStatuses(t, "gina at factor 2, set through the dashboard", p.statuses(t, 11, "/", as("gina")...), seq(10, 200, 1, 429))
 }
 
 // overridesList GETs rule api's overrides.

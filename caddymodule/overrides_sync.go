@@ -12,6 +12,8 @@ package caddymodule
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,9 +46,8 @@ func (r RuleState) shareOverride(o limiter.Override) {
 
 // overrideFromCluster takes a change another node made (gossip's
 // OnOverride), or its request for this node's overrides: a change is merged into the rule of that name, if it has a later
-// version than the one held. A change that fails to decode is dropped,
-// with a warning (a node that authenticated with the cluster's key sent
-// it).
+// version than the one held. A change that fails to decode is dropped
+// (droppedOverride).
 func overrideFromCluster(c gossip.OverrideChange) {
 	if c.Rule == "" { // a node asks for this node's overrides
 		go sendOverrides(string(c.Change)) // not on gossip's one goroutine
@@ -58,9 +59,7 @@ func overrideFromCluster(c gossip.OverrideChange) {
 	}
 	es, err := limiter.ReadOverrides(c.Change)
 	if err != nil {
-		if app := activeApp.Load(); app != nil {
-			app.logger.Warn("rate limit override from the cluster dropped", zap.String("rule", c.Rule), zap.Error(err))
-		}
+		droppedOverride(c.Rule, "cluster", err)
 		return
 	}
 	e.overrides.Merge(es)
@@ -137,6 +136,23 @@ func overrideBatches(es []limiter.Override, max int) [][]limiter.Override {
 	return out
 }
 
+// overridesDropped counts the override changes dropped for not decoding
+// (from the cluster, or fields of Redis's hash), for droppedOverride.
+var overridesDropped, overridesDropLogged atomic.Int64 // a count; Unix ns of the last line
+
+// droppedOverride counts a change of rule's overrides from "cluster" or
+// "redis" that did not decode, and warns at most once a minute with the
+// count so far.
+func droppedOverride(rule, from string, err error) {
+	n := overridesDropped.Add(1)
+	if !onceEvery(&overridesDropLogged, time.Minute) {
+		return
+	}
+	if app := activeApp.Load(); app != nil {
+		app.logger.Warn("rate limit override change dropped: it does not decode", zap.String("rule", rule), zap.String("from", from), zap.Error(err), zap.Int64("dropped", n))
+	}
+}
+
 // overrideSyncInterval is how often a node reads the overrides of its
 // rules with store redis from Redis.
 const overrideSyncInterval = time.Second
@@ -169,7 +185,10 @@ func (u *redisUse) syncOverrides(now time.Time) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), st.timeout)
-		es, _, err := st.store.Overrides(ctx)
+		es, bad, err := st.store.Overrides(ctx)
+		if bad > 0 {
+			droppedOverride(name, "redis", fmt.Errorf("%d fields of the overrides' hash do not decode", bad))
+		}
 		if err == nil {
 			e.overrides.Merge(es)
 			var ended []limiter.Override

@@ -314,12 +314,18 @@ func (ps *persister) fail(logger *zap.Logger, name string, err error) {
 		msg = name + ": " + msg
 	}
 	ps.lastError.Store(&msg)
-	now := time.Now().UnixNano()
-	if last := ps.lastLogged.Load(); now-last < int64(time.Minute) || !ps.lastLogged.CompareAndSwap(last, now) {
+	if !onceEvery(&ps.lastLogged, time.Minute) {
 		return
 	}
 	logger.Warn("rate limit snapshot not written; counting goes on, the next write is a full snapshot",
 		zap.String("key", name), zap.Error(err), zap.Uint64("failures", ps.failures.Load()))
+}
+
+// onceEvery reports whether every has passed since the time in last (Unix
+// ns), and if so sets it to now: of callers racing, one wins.
+func onceEvery(last *atomic.Int64, every time.Duration) bool {
+	now, t := time.Now().UnixNano(), last.Load()
+	return now-t >= int64(every) && last.CompareAndSwap(t, now)
 }
 
 // restore reads this instance's snapshots into the rules of entries whose

@@ -328,3 +328,23 @@ func TestOverridesRedis(t *testing.T) {
 		t.Errorf("zed at node 1 after DELETE on node 2: %d, want 200", code)
 	}
 }
+
+// TestOverrideEvents: setting and removing an override emit the Caddy
+// events rate_limit_override_set and rate_limit_override_removed (seen in
+// the events app's debug log), with the rule, key, factor, who and what.
+func TestOverrideEvents(t *testing.T) {
+	t.Parallel()
+	p := startCaddy(t, strings.Replace(overridesCaddyfile(""), "{{.Global}}", "{{.Global}}\n\tdebug", 1))
+	p.setOverride(t, "alice", `{"factor": 0.5, "expires_in": "1h"}`)
+	if code, body := p.admin(t, http.MethodDelete, "/rate_limit/rules/api/keys/alice/override", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	for event, what := range map[string]string{"rate_limit_override_set": "set", "rate_limit_override_removed": "removed"} {
+		line := p.waitLog(`"name":"` + event + `"`)
+		for _, want := range []string{`"rule":"api"`, `"key":"alice"`, `"factor":0.5`, `"who":"127.0.0.1:`, `"what":"` + what + `"`, `"expires":"20`} {
+			if !strings.Contains(line, want) {
+				t.Errorf("event %s: line %q lacks %s", event, line, want)
+			}
+		}
+	}
+}

@@ -66,10 +66,16 @@ func overrideFromCluster(c gossip.OverrideChange) {
 }
 
 // overridesOnJoin asks a member that joined, or came back (gossip's
-// OnJoin), for its overrides: it answers with sendOverrides. A failure is
-// logged (a warning): this node learns later changes still.
+// OnJoin), for its overrides: it answers with sendOverrides. A node
+// starting meets the others before its app holds it: it waits for that,
+// up to joinAskWait. A failure is logged (a warning): this node learns
+// later changes still.
 func overridesOnJoin(node string) {
 	n := ClusterNode()
+	for waited := time.Duration(0); n == nil && waited < joinAskWait; waited += joinAskWait / 50 {
+		time.Sleep(joinAskWait / 50)
+		n = ClusterNode()
+	}
 	if n == nil {
 		return
 	}
@@ -77,6 +83,10 @@ func overridesOnJoin(node string) {
 		warnOverridesNotSent(node, err)
 	}
 }
+
+// joinAskWait bounds how long overridesOnJoin waits for the node to be
+// the running config's.
+const joinAskWait = 5 * time.Second
 
 // warnOverridesNotSent logs that the overrides could not be asked of node
 // or sent to it.

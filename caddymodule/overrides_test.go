@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -143,5 +144,27 @@ func TestOverrideBatches(t *testing.T) {
 	}
 	if n != len(es) {
 		t.Fatalf("%d of %d sent", n, len(es))
+	}
+}
+
+// TestOverrideZeroStartsNoBlock: a key refused by an override at 0 on a
+// rule with block_for is not blocked, so it passes as soon as the
+// override is removed.
+func TestOverrideZeroStartsNoBlock(t *testing.T) {
+	rule := hourly("api", 5)
+	rule.BlockFor = []caddy.Duration{caddy.Duration(time.Hour)}
+	h := testHandler(t, testApp(), rule)
+	var err error
+	if h.rules[0].abuse.blocks, err = limiter.NewBlocks([]time.Duration{time.Hour}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	setOverride(t, h, "192.0.2.1", 0, time.Time{})
+	from := func() *http.Request { return newRequest("192.0.2.1") }
+	if got := admitted(t, h, 3, from); got != 0 {
+		t.Fatalf("factor 0: %d admitted", got)
+	}
+	h.rules[0].overrides.Remove("192.0.2.1", time.Now(), "test")
+	if got := admitted(t, h, 6, from); got != 5 {
+		t.Errorf("after the removal: %d admitted, want 5 (no block)", got)
 	}
 }

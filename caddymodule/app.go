@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
@@ -105,8 +106,9 @@ type App struct {
 	persist *persistUse // PersistInterval, unless PersistOff (persist.go)
 
 	logger  *zap.Logger
-	ctx     caddy.Context // the config's, for the http app at Start
-	virtual *Virtual      // set by a replay (virtual.go); nil when live
+	events  *caddyevents.App // for the overrides' events (overrides.go)
+	ctx     caddy.Context    // the config's, for the http app at Start
+	virtual *Virtual         // set by a replay (virtual.go); nil when live
 
 	// The config's lifecycle (see doc.go).
 	pending   []pendingRule // the rules' limiters, put in force at commit
@@ -133,6 +135,11 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
+	events, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("loading events app: %v", err)
+	}
+	a.events = events.(*caddyevents.App)
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
 	}
@@ -147,7 +154,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("registering metrics: %v", err)
 		}
 	}
-	var err error
 	if a.GeoHeader != "" || a.GeoIP != "" {
 		if a.geo, err = provisionCountries(a.GeoIP, a.GeoHeader, a.logger); err != nil {
 			return err
@@ -305,17 +311,24 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// sweep frees idle keys every sweep interval, and checks the geoip file
-// every check interval (if set), until Stop.
+// sweep frees idle keys every sweep interval, checks the geoip file
+// every check interval (if set), and reads the overrides of rules with
+// store redis every overrideSyncInterval, until Stop.
 func (a *App) sweep(every, checkGeo time.Duration) {
 	defer close(a.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var check <-chan time.Time
+	var check, poll <-chan time.Time
 	if checkGeo > 0 {
 		c := time.NewTicker(checkGeo)
 		defer c.Stop()
 		check = c.C
+	}
+	if a.redis != nil && len(a.redis.stores) > 0 {
+		p := time.NewTicker(overrideSyncInterval)
+		defer p.Stop()
+		poll = p.C
+		a.redis.syncOverrides(time.Now())
 	}
 	for {
 		select {
@@ -325,6 +338,8 @@ func (a *App) sweep(every, checkGeo time.Duration) {
 			registry.sweep(now)
 		case <-check:
 			a.geo.checkFile()
+		case now := <-poll:
+			a.redis.syncOverrides(now) // overrides_sync.go
 		}
 	}
 }

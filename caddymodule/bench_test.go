@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
 	"github.com/edgebyte/edgelimit/gossip"
+	"github.com/edgebyte/edgelimit/limiter"
 )
 
 // BenchmarkServeHTTP measures what the rate limit adds to a request: the
@@ -23,7 +24,10 @@ import (
 // rule by that system instead; "with-headers-off" shows no
 // headers (no quotas computed); "with-cluster-…" makes the rule
 // shared by a cluster (a share looked up per request), for a key that is
-// cold or hot. Each request gets fresh vars, as
+// cold or hot; "with-1000-overrides-not-this-key" gives the rule 1,000
+// per-key overrides, none the client's (against "with": the cost of
+// overrides present for a key without one), "with-override-this-key"
+// one, the client's. Each request gets fresh vars, as
 // Caddy's server gives it, in every case.
 func BenchmarkServeHTTP(b *testing.B) {
 	rule := ruleconfig.Rule{Name: "api", Limits: []ruleconfig.Limit{{Count: 1 << 31, Window: 3600e9}}}
@@ -47,10 +51,19 @@ func BenchmarkServeHTTP(b *testing.B) {
 	sh.SetRules([]gossip.Rule{{Name: rule.Name, Window: time.Hour, Demand: func(string) uint64 { return 0 }}})
 	sh.Track(gossip.KeyHash(rule.Name), "5.255.255.7", 1<<31)
 	clusteredHot := chain(sharedHandler(b, app, rule))
+	// 1,000 overrides of other keys, and the client's key with one too
+	rule.Name = "api" // as "with": the same headers
+	overridden := testHandler(b, testApp(), rule)
+	for i := range 1000 {
+		overridden.rules[0].overrides.Set(limiter.Override{Key: fmt.Sprintf("10.0.%d.%d", i/256, i%256), Factor: 2, SetAt: time.Now()})
+	}
+	overriddenKey := testHandler(b, testApp(), rule)
+	overriddenKey.rules[0].overrides.Set(limiter.Override{Key: "5.255.255.7", Factor: 2, SetAt: time.Now()})
 	for _, bc := range []struct {
 		name    string
 		handler caddyhttp.Handler
-	}{{"without", ok}, {"with", limited}, {"with-headers-off", quiet}, {"with-geo", geoLimited}, {"with-asn", asnLimited}, {"by-asn", byASN}, {"with-cluster-cold-key", clustered}, {"with-cluster-hot-key", clusteredHot}} {
+	}{{"without", ok}, {"with", limited}, {"with-headers-off", quiet}, {"with-geo", geoLimited}, {"with-asn", asnLimited}, {"by-asn", byASN}, {"with-cluster-cold-key", clustered}, {"with-cluster-hot-key", clusteredHot},
+		{"with-1000-overrides-not-this-key", chain(overridden)}, {"with-override-this-key", chain(overriddenKey)}} {
 		b.Run(bc.name, func(b *testing.B) { serveLoop(b, bc.handler) })
 	}
 }

@@ -153,8 +153,8 @@ func (h *Handler) offend(ru *rule, q *request, f facts, v *verdict) (blocked boo
 		h.blockStarted(ru, q, f.key, b.Until, int(b.Offences))
 		return false
 	}
-	if ru.abuse.blocks == nil || (ru.store != nil && v.from != fromLocal) || !ru.fleetOver(h.app, f, q.now) {
-		return false
+	if ru.abuse.blocks == nil || (ru.store != nil && v.from != fromLocal) || !(f.scale > 0) || !ru.fleetOver(h.app, f, q.now) {
+		return false // a key refused by its factor (a tier or override at 0) has not offended: no block outlives a DELETE of the override
 	}
 	until, offences, isNew := ru.abuse.blocks.OffendAt(f.key, q.now)
 	if until.IsZero() { // refused: the rule's blocks are full of running blocks

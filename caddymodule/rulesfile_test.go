@@ -58,6 +58,7 @@ func TestRulesFileEveryField(t *testing.T) {
     headers: both
     retry_jitter: 0.2
     max_keys: 5000
+    max_overrides: 50
     problem_json: true
     log_key: false
   - name: leaky
@@ -83,7 +84,7 @@ func TestRulesFileEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"name":"everything","match":[{"path":["/a/*","/b"]}],"limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],"algorithm":"token_bucket","burst":5,"by":["header X-API-Key","ip/24"],"on_missing_key":"ip","cost":"2","shadow":true,"scope":"node","exempt":["10.0.0.0/8","192.0.2.1"],"headers":"both","retry_jitter":0.2,"max_keys":5000,"problem_json":true},` +
+	want := `[{"name":"everything","match":[{"path":["/a/*","/b"]}],"limits":[{"count":20,"window":1000000000},{"count":10000,"window":86400000000000}],"algorithm":"token_bucket","burst":5,"by":["header X-API-Key","ip/24"],"on_missing_key":"ip","cost":"2","shadow":true,"scope":"node","exempt":["10.0.0.0/8","192.0.2.1"],"headers":"both","retry_jitter":0.2,"max_keys":5000,"max_overrides":50,"problem_json":true},` +
 		`{"name":"leaky","limits":[{"count":10,"window":1000000000}],"algorithm":"leaky_bucket","max_delay":500000000,"by":["static everyone"],"cost":"{http.request.header.X-Cost}","scope":"cluster"},` +
 		`{"name":"daily","limits":[{"count":1000,"period":"day"}],"timezone":"Europe/Berlin"},` +
 		`{"name":"quotas","limits":[{"count":10,"window":60000000000},{"count":300,"period":"month"}],"tiers":{"pro":["100/1m","3000/month"]},"tier_by":"header X-Plan"},` +

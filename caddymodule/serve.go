@@ -232,7 +232,7 @@ func (ru *rule) decide(app *App, key string, now time.Time, cost int64, scale fl
 		return d, scale
 	}
 	sh := app.sharing()
-	if sh == nil { // the cluster node is not started yet: alone
+	if sh == nil || !(scale > 0) { // not started yet: alone; a scale of 0 (a tier or override refusing the key): no share asked
 		return ru.lim.AllowScaledAt(key, now, cost, scale), scale
 	}
 	limit := uint32(min(limiter.ScaledCount(ru.Limits[0].Count, scale), math.MaxUint32))

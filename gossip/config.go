@@ -51,6 +51,15 @@ type Config struct {
 	// reason, saying how many were not logged. Default: discarded.
 	Logger *log.Logger
 
+	// OnOverride, if set, receives every override change another node
+	// broadcast (BroadcastOverride), called as onReset is: one at a time,
+	// from one goroutine. Default: they are dropped.
+	OnOverride func(OverrideChange)
+	// OnJoin, if set, is called with the name of every other member that
+	// joins (or comes back), in a goroutine of its own: the node's
+	// chance to send it what reports do not carry (SendOverrides).
+	OnJoin func(node string)
+
 	// Tune, if set, may change memberlist's configuration last, after New
 	// has filled it in (tests use it to make failure detection fast).
 	Tune func(*memberlist.Config)

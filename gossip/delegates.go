@@ -50,6 +50,9 @@ func (e events) NotifyJoin(n *memberlist.Node) {
 	delete(e.c.gone, n.Name)
 	e.c.alive[n.Name] = *n
 	e.c.mu.Unlock()
+	if f := e.c.onJoin; f != nil && n.Name != e.c.name {
+		go f(n.Name) // not under memberlist's lock
+	}
 }
 
 func (e events) NotifyUpdate(n *memberlist.Node) {

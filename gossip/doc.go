@@ -49,7 +49,12 @@
 // bytes, since each node's limiter hashes keys with its own private seed.
 // They are rare and must arrive: they are sent over TCP (memberlist
 // SendReliable) to every live member at once, and BroadcastReset reports
-// who could not be reached.
+// who could not be reached. Overrides (an operator's factor on one key's
+// limits) travel the same way, one change a message, opaque here
+// (BroadcastOverride, Config.OnOverride); a node that sees another join
+// or come back asks it for its overrides (Config.OnJoin, AskOverrides)
+// and is sent them, one message after another (SendOverrides), so a node
+// that was away learns those set meanwhile (override.go).
 //
 // Decoding never panics, allocates no more than the input's length
 // allows, and rejects unknown versions and types, truncated messages,

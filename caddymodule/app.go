@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
@@ -105,8 +106,9 @@ type App struct {
 	persist *persistUse // PersistInterval, unless PersistOff (persist.go)
 
 	logger  *zap.Logger
-	ctx     caddy.Context // the config's, for the http app at Start
-	virtual *Virtual      // set by a replay (virtual.go); nil when live
+	events  *caddyevents.App // for the overrides' events (overrides.go)
+	ctx     caddy.Context    // the config's, for the http app at Start
+	virtual *Virtual         // set by a replay (virtual.go); nil when live
 
 	// The config's lifecycle (see doc.go).
 	pending   []pendingRule // the rules' limiters, put in force at commit
@@ -133,6 +135,11 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
+	events, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("loading events app: %v", err)
+	}
+	a.events = events.(*caddyevents.App)
 	if a.SweepInterval == 0 {
 		a.SweepInterval = caddy.Duration(time.Minute)
 	}
@@ -147,7 +154,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("registering metrics: %v", err)
 		}
 	}
-	var err error
 	if a.GeoHeader != "" || a.GeoIP != "" {
 		if a.geo, err = provisionCountries(a.GeoIP, a.GeoHeader, a.logger); err != nil {
 			return err

@@ -33,7 +33,8 @@ func provisionCluster(cfg *appconfig.ClusterConfig) (*clusterUse, error) {
 	if err != nil {
 		return nil, err
 	}
-	settings.OnBlock = blockFromCluster // blocks.go
+	settings.OnBlock = blockFromCluster              // blocks.go
+	settings.Gossip.OnOverride = overrideFromCluster // overrides_sync.go
 	u := &clusterUse{settings: settings}
 	if n := clusternode.Existing(settings); n != nil {
 		u.node.Store(n)

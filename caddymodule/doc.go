@@ -70,6 +70,11 @@
 //     reads a rule's subdirectives and the EdgeByte YAML rules file
 //     (rules_file, read at Provision through the same subdirective code);
 //     compat.go: caddy-ratelimit's zones as JSON (Zone).
+//   - overrides.go: per-key overrides set at runtime (the admin API's
+//     PUT …/keys/KEY/override): a key's factor on the rule's limits, read
+//     in request.go as the tier's is, kept by name across reloads and in
+//     the snapshots; overrides_sync.go tells their changes to the
+//     cluster's other nodes and keeps them in Redis for store redis rules.
 //   - inspect.go: what package admin (the admin API, the dashboard and
 //     the rate_limit_ui handler, the third and fourth modules) reads of
 //     the rules in force and changes in them (RuleState).

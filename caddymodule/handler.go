@@ -165,6 +165,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("rule %s: %v", r.Name, err)
 		}
+		r.overrides = registry.overridesFor(r.Rule)
 		if r.abuse.blocks, err = registry.blocksFor(r.Rule, r.clustered); err != nil {
 			registry.release(r.Name)
 			return fmt.Errorf("rule %s: %v", r.Name, err)

@@ -69,6 +69,7 @@ var snapshots = &persister{rules: map[string]*ruleWrites{}}
 //
 //	rate_limit/<instance>/rules/<rule>/<generation>-<seq>  a full snapshot (seq 0), then deltas
 //	rate_limit/<instance>/blocks/<rule>                    the rule's blocks, whole
+//	rate_limit/<instance>/overrides/<rule>                 the rule's per-key overrides, whole
 //
 // A generation is a full snapshot and the deltas after it. A rule's first
 // write in a process is a full snapshot of a new generation, and so is
@@ -94,15 +95,22 @@ type persister struct {
 
 // ruleWrites is what a rule's objects of the current generation are.
 type ruleWrites struct {
-	lim          *limiter.Limiter // the limiter they are snapshots of
-	gen          int64
-	seq          int
-	names        []string // the generation's objects, the full snapshot first
-	fullBytes    int
-	deltaBytes   int
-	failed       bool // the last write failed: the next is full
-	blocksAt     uint64
-	blocksStored bool
+	lim        *limiter.Limiter // the limiter they are snapshots of
+	gen        int64
+	seq        int
+	names      []string // the generation's objects, the full snapshot first
+	fullBytes  int
+	deltaBytes int
+	failed     bool // the last write failed: the next is full
+	blocks     wholeWrites
+	overrides  wholeWrites
+}
+
+// wholeWrites is what an object written whole (a rule's blocks, its
+// overrides) was last written from.
+type wholeWrites struct {
+	at     uint64 // the source's Changes then
+	stored bool
 }
 
 // persisted is true for a rule whose state is snapshotted: in-process
@@ -145,6 +153,11 @@ func blocksName(prefix, rule string) string {
 	return prefix + "blocks/" + storageName(rule)
 }
 
+// overridesName is the storage key of a rule's overrides.
+func overridesName(prefix, rule string) string {
+	return prefix + "overrides/" + storageName(rule)
+}
+
 // write writes a snapshot of every rule of entries: a delta, or a full one
 // where one is due (see persister). With final (a graceful stop), rules
 // missing from entries keep their objects; otherwise their objects are
@@ -181,7 +194,7 @@ func (ps *persister) write(ctx context.Context, st snapshotStorage, entries []ru
 	if !final {
 		for name, rw := range ps.rules {
 			if !seen[name] {
-				ps.deleteAll(ctx, st, append(rw.names, blocksName(prefix, name)))
+				ps.deleteAll(ctx, st, append(rw.names, blocksName(prefix, name), overridesName(prefix, name)))
 				delete(ps.rules, name)
 			}
 		}
@@ -196,8 +209,8 @@ func (ps *persister) write(ctx context.Context, st snapshotStorage, entries []ru
 	ps.lastDuration.Store(int64(time.Since(start)))
 }
 
-// writeRule writes e's snapshot (and its blocks, if they changed), and
-// reports whether every write succeeded.
+// writeRule writes e's snapshot (and its blocks and overrides, if they
+// changed), and reports whether every write succeeded.
 func (ps *persister) writeRule(ctx context.Context, st snapshotStorage, prefix string, e ruleEntry, rw *ruleWrites, buf *[]byte, logger *zap.Logger) bool {
 	now := time.Now()
 	full := rw.lim != e.lim || rw.failed || rw.seq > maxDeltas || rw.deltaBytes > rw.fullBytes
@@ -229,17 +242,30 @@ func (ps *persister) writeRule(ctx context.Context, st snapshotStorage, prefix s
 			}
 		}
 	}
-	if e.blocks != nil && (!rw.blocksStored || e.blocks.Changes() != rw.blocksAt) {
-		at := e.blocks.Changes()
-		name := blocksName(prefix, e.name)
-		if err := st.Store(ctx, name, e.blocks.AppendSnapshot(nil, now)); err != nil {
-			ok = false
-			ps.fail(logger, name, err)
-		} else {
-			rw.blocksAt, rw.blocksStored = at, true
-		}
+	if e.blocks != nil {
+		ok = ps.writeWhole(ctx, st, blocksName(prefix, e.name), &rw.blocks, e.blocks.Changes(),
+			func() []byte { return e.blocks.AppendSnapshot(nil, now) }, logger) && ok
+	}
+	if e.overrides != nil {
+		ok = ps.writeWhole(ctx, st, overridesName(prefix, e.name), &rw.overrides, e.overrides.Changes(),
+			func() []byte { return e.overrides.AppendSnapshot(nil, now) }, logger) && ok
 	}
 	return ok
+}
+
+// writeWhole writes the object name, encoded by encode, if its source has
+// changed (changes, its Changes count) since w's last write, and reports
+// whether the write, if any, succeeded.
+func (ps *persister) writeWhole(ctx context.Context, st snapshotStorage, name string, w *wholeWrites, changes uint64, encode func() []byte, logger *zap.Logger) bool {
+	if w.stored && changes == w.at {
+		return true
+	}
+	if err := st.Store(ctx, name, encode()); err != nil {
+		ps.fail(logger, name, err)
+		return false
+	}
+	w.at, w.stored = changes, true
+	return true
 }
 
 // nextGen is a new generation: the clock's Unix ns, or one more than the
@@ -266,7 +292,8 @@ func (ps *persister) deleteStale(ctx context.Context, st snapshotStorage) {
 		for _, n := range rw.names {
 			owned[n] = true
 		}
-		owned[blocksName(prefix, name)] = rw.blocksStored
+		owned[blocksName(prefix, name)] = rw.blocks.stored
+		owned[overridesName(prefix, name)] = rw.overrides.stored
 	}
 	var gone []string
 	for _, name := range ps.stale {
@@ -341,8 +368,8 @@ func (ps *persister) restore(st snapshotStorage, entries []ruleEntry, logger *za
 	return restored
 }
 
-// restoreRule reads rule e's latest generation and its blocks, and
-// reports whether its counters were restored.
+// restoreRule reads rule e's latest generation, its blocks and its
+// overrides, and reports whether its counters were restored.
 func (ps *persister) restoreRule(ctx context.Context, st snapshotStorage, prefix string, keys []string, e ruleEntry, now time.Time, logger *zap.Logger) (restored bool) {
 	names := latestGeneration(keys, prefix+"rules/"+storageName(e.name)+"/")
 	if len(names) > 0 {
@@ -374,34 +401,46 @@ func (ps *persister) restoreRule(ctx context.Context, st snapshotStorage, prefix
 			}
 		}
 	}
-	if e.blocks == nil {
-		return restored
+	if e.blocks != nil {
+		restoreWhole(ctx, st, blocksName(prefix, e.name), e.name, "blocks",
+			func(data []byte) (int, error) { return e.blocks.RestoreSnapshot(data, now) }, logger)
 	}
-	name := blocksName(prefix, e.name)
-	data, err := st.Load(ctx, name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return restored
+	if e.overrides != nil {
+		restoreWhole(ctx, st, overridesName(prefix, e.name), e.name, "overrides", e.overrides.RestoreSnapshot, logger)
 	}
-	if err == nil {
-		var n int
-		if n, err = e.blocks.RestoreSnapshot(data, now); err == nil {
-			logger.Info("rate limit blocks restored", zap.String("rule", e.name), zap.Int("blocks", n))
-			return restored
-		}
-	}
-	logger.Warn("rate limit blocks not restored; the rule's blocks start afresh", zap.String("rule", e.name), zap.String("key", name), zap.Error(err))
 	return restored
 }
 
+// restoreWhole reads the object name (a rule's blocks or overrides, what)
+// into its source with restore, and logs what it took, or why it took
+// nothing; a missing object is nothing to restore.
+func restoreWhole(ctx context.Context, st snapshotStorage, name, rule, what string, restore func([]byte) (int, error), logger *zap.Logger) {
+	data, err := st.Load(ctx, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		var n int
+		if n, err = restore(data); err == nil {
+			logger.Info("rate limit "+what+" restored", zap.String("rule", rule), zap.Int(what, n))
+			return
+		}
+	}
+	logger.Warn("rate limit "+what+" not restored; the rule's "+what+" start afresh", zap.String("rule", rule), zap.String("key", name), zap.Error(err))
+}
+
 // snapshotObject is true for a key of prefix that names a snapshot
-// object: rules/<rule>/<generation>-<seq> or blocks/<rule>.
+// object: rules/<rule>/<generation>-<seq>, blocks/<rule> or
+// overrides/<rule>.
 func snapshotObject(prefix, key string) bool {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {
 		return false
 	}
-	if name, ok := strings.CutPrefix(rest, "blocks/"); ok {
-		return name != "" && !strings.Contains(name, "/")
+	for _, dir := range []string{"blocks/", "overrides/"} {
+		if name, ok := strings.CutPrefix(rest, dir); ok {
+			return name != "" && !strings.Contains(name, "/")
+		}
 	}
 	rest, ok = strings.CutPrefix(rest, "rules/")
 	rule, obj, ok2 := strings.Cut(rest, "/")

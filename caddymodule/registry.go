@@ -54,6 +54,8 @@ type sharedLimiter struct {
 	blocks   *limiter.Blocks // block_for's blocked keys (blocks.go); nil without
 	blockCfg blockConfig     // what blocks was made for
 	conc     *concurrency    // max_concurrent's requests in flight, made on first use (concurrency.go)
+
+	overrides *limiter.Overrides // per-key factors set at runtime (overrides.go)
 }
 
 // acquire returns the limiter registered under name if it can keep its
@@ -157,6 +159,8 @@ type ruleEntry struct {
 	stats  *ruleStats
 	rule   ruleconfig.Rule
 	blocks *limiter.Blocks // nil without block_for
+
+	overrides *limiter.Overrides
 }
 
 // clustered is true for a rule with scope cluster, in a cluster.
@@ -181,7 +185,7 @@ func (rs *rules) list() []ruleEntry {
 	out := make([]ruleEntry, 0, len(rs.byName))
 	for name, s := range rs.byName {
 		if s.lim != nil && s.committed {
-			out = append(out, ruleEntry{name, s.lim, s.stats, s.rule, s.blocks})
+			out = append(out, ruleEntry{name, s.lim, s.stats, s.rule, s.blocks, s.overrides})
 		}
 	}
 	rs.mu.Unlock()
@@ -197,15 +201,20 @@ func (rs *rules) get(name string) (ruleEntry, bool) {
 	if !ok || s.lim == nil || !s.committed {
 		return ruleEntry{}, false
 	}
-	return ruleEntry{name, s.lim, s.stats, s.rule, s.blocks}, true
+	return ruleEntry{name, s.lim, s.stats, s.rule, s.blocks, s.overrides}, true
 }
 
-// sweep frees idle keys of every rule, and forgotten blocks.
+// sweep frees idle keys of every rule, forgotten blocks, and expired
+// overrides (logged).
 func (rs *rules) sweep(now time.Time) {
 	rs.mu.Lock()
 	lims := make([]*limiter.Limiter, 0, len(rs.byName))
 	var blocks []*limiter.Blocks
-	for _, s := range rs.byName {
+	overrides := map[string]*limiter.Overrides{}
+	for name, s := range rs.byName {
+		if s.overrides != nil {
+			overrides[name] = s.overrides
+		}
 		if s.lim != nil {
 			lims = append(lims, s.lim)
 		}
@@ -219,5 +228,8 @@ func (rs *rules) sweep(now time.Time) {
 	}
 	for _, b := range blocks {
 		b.SweepAt(now)
+	}
+	for name, o := range overrides {
+		sweepOverrides(name, o, now)
 	}
 }

@@ -53,7 +53,7 @@ func (q *request) asn(nets *asnDB) (*geo.AS, bool) { return q.net.of(nets, q) }
 type facts struct {
 	key   string
 	cost  int64
-	scale float64 // the tier's, the country's and the network's factors
+	scale float64 // the tier's, the country's, the network's and the key's override's factors
 }
 
 // factsOf resolves what ru decides q by. use is false when ru does not
@@ -100,6 +100,7 @@ func (ru *rule) factsOf(a *App, q *request) (f facts, use bool, err error) {
 	if ru.hasASN {
 		scale *= ru.asn.For(q.asn(a.asn))
 	}
+	scale *= ru.overrideScale(key, q.now) // overrides.go
 	return facts{key: key, cost: cost, scale: scale}, true, nil
 }
 

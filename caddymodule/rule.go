@@ -43,12 +43,14 @@ type rule struct {
 
 	abuse abuse            // block_for, count_status, cost_header (blocks.go, after.go)
 	conc  *ruleConcurrency // max_concurrent; nil without (concurrency.go)
+
+	overrides *limiter.Overrides // per-key factors set at runtime (overrides.go); set at Provision
 }
 
 // newRule provisions what a Rule needs per request (but its limiter and
 // matchers, which need the context).
 func newRule(cfg ruleconfig.Rule) (*rule, error) {
-	r := &rule{Rule: cfg, cost: 1}
+	r := &rule{Rule: cfg, cost: 1, overrides: limiter.NewOverrides(cfg.MaxOverrides)} // Provision gives the registry's
 	if err := cfg.CheckFields(); err != nil {
 		return nil, err
 	}

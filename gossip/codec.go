@@ -18,6 +18,7 @@ import (
 //	blocks: a report (type MsgReportBlocks), then bcount:u16 bcount×block, bcount ≥ 1
 //	block:  rule:u64 untilMillis:u64 offences:u32 keyLen:u16 key   (20+keyLen bytes, keyLen ≤ MaxBlockKeyBytes)
 //	reset:  ver type ruleLen:u16 rule keyLen:u16 key   (ruleLen ≤ MaxRuleBytes, keyLen ≤ MaxKeyBytes)
+//	override: ver type ruleLen:u16 rule changeLen:u16 change   (as a reset's)
 //	leave:  ver type nodeLen:u8 node
 const (
 	// WireVersion is the version byte of the messages this package writes.
@@ -54,6 +55,9 @@ const (
 	// still read it; SplitReport puts blocks in parts of their own, so
 	// that such nodes drop (as "type") only those.
 	MsgReportBlocks MsgType = 4
+	// MsgOverride is a change of a rule's per-key override (see
+	// OverrideChange).
+	MsgOverride MsgType = 5
 )
 
 // Reset asks every node to forget what it knows of one key of one rule.
@@ -98,7 +102,7 @@ func PeekType(b []byte) (MsgType, error) {
 		return 0, ErrVersion
 	}
 	switch t := MsgType(b[1]); t {
-	case MsgReport, MsgReset, MsgLeave, MsgReportBlocks:
+	case MsgReport, MsgReset, MsgLeave, MsgReportBlocks, MsgOverride:
 		return t, nil
 	default:
 		return 0, ErrType
@@ -287,56 +291,69 @@ func decodeBlocks(b []byte) ([]Block, error) {
 // dst unchanged and an error if r.Rule is longer than MaxRuleBytes or
 // r.Key longer than MaxKeyBytes.
 func AppendReset(dst []byte, r Reset) ([]byte, error) {
-	if len(r.Rule) > MaxRuleBytes {
-		return dst, fmt.Errorf("gossip: rule name of %d bytes, the most is %d", len(r.Rule), MaxRuleBytes)
-	}
-	if len(r.Key) > MaxKeyBytes {
-		return dst, fmt.Errorf("gossip: key of %d bytes, the most is %d", len(r.Key), MaxKeyBytes)
-	}
-	dst = append(dst, WireVersion, byte(MsgReset))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Rule)))
-	dst = append(dst, r.Rule...)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Key)))
-	return append(dst, r.Key...), nil
+	return appendNamed(dst, MsgReset, r.Rule, "key", r.Key)
 }
 
 // DecodeReset decodes a reset message. It never panics, and rejects a
 // rule or key longer than MaxRuleBytes or MaxKeyBytes (ErrTooLarge). The
 // result shares no memory with b.
 func DecodeReset(b []byte) (Reset, error) {
-	t, err := PeekType(b)
-	if err != nil {
-		return Reset{}, err
+	rule, key, err := decodeNamed(b, MsgReset)
+	return Reset{Rule: rule, Key: key}, err
+}
+
+// appendNamed appends a message of type t that names a rule and carries
+// one string of at most MaxKeyBytes (what, for the error): a reset's key,
+// an override's change.
+func appendNamed(dst []byte, t MsgType, rule, what, s string) ([]byte, error) {
+	if len(rule) > MaxRuleBytes {
+		return dst, fmt.Errorf("gossip: rule name of %d bytes, the most is %d", len(rule), MaxRuleBytes)
 	}
-	if t != MsgReset {
-		return Reset{}, ErrType
+	if len(s) > MaxKeyBytes {
+		return dst, fmt.Errorf("gossip: %s of %d bytes, the most is %d", what, len(s), MaxKeyBytes)
+	}
+	dst = append(dst, WireVersion, byte(t))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(rule)))
+	dst = append(dst, rule...)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...), nil
+}
+
+// decodeNamed decodes what appendNamed wrote, of type t.
+func decodeNamed(b []byte, t MsgType) (rule, s string, err error) {
+	got, err := PeekType(b)
+	if err != nil {
+		return "", "", err
+	}
+	if got != t {
+		return "", "", ErrType
 	}
 	b = b[2:]
 	if len(b) < 2 {
-		return Reset{}, ErrTruncated
+		return "", "", ErrTruncated
 	}
 	n := int(binary.BigEndian.Uint16(b))
 	b = b[2:]
 	if n > MaxRuleBytes {
-		return Reset{}, ErrTooLarge
+		return "", "", ErrTooLarge
 	}
 	if len(b) < n+2 {
-		return Reset{}, ErrTruncated
+		return "", "", ErrTruncated
 	}
-	rule := b[:n]
+	r := b[:n]
 	b = b[n:]
 	n = int(binary.BigEndian.Uint16(b))
 	b = b[2:]
 	if n > MaxKeyBytes {
-		return Reset{}, ErrTooLarge
+		return "", "", ErrTooLarge
 	}
 	if len(b) < n {
-		return Reset{}, ErrTruncated
+		return "", "", ErrTruncated
 	}
 	if len(b) > n {
-		return Reset{}, ErrTrailing
+		return "", "", ErrTrailing
 	}
-	return Reset{Rule: string(rule), Key: string(b)}, nil
+	return string(r), string(b), nil
 }
 
 // AppendLeave appends a leave message for node (at most MaxNodeName

@@ -233,6 +233,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(resetMsg(f, Reset{}))
 	f.Add(resetMsg(f, Reset{Rule: strings.Repeat("r", MaxRuleBytes), Key: strings.Repeat("k", MaxKeyBytes)}))
 	f.Add(AppendLeave(nil, "node"))
+	om, _ := AppendOverride(nil, OverrideChange{Rule: "api", Change: []byte("change")})
+	f.Add(om)
 	br := sampleBlockReport(2, 3)
 	f.Add(AppendReport(nil, &br))
 	f.Add([]byte{1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff})
@@ -271,6 +273,14 @@ func FuzzDecode(f *testing.F) {
 			}
 			if out, err = AppendReset(nil, r); err != nil {
 				t.Fatalf("decoded reset does not encode: %v", err)
+			}
+		case MsgOverride:
+			o, err := DecodeOverride(b)
+			if err != nil {
+				return
+			}
+			if out, err = AppendOverride(nil, o); err != nil {
+				t.Fatalf("decoded override does not encode: %v", err)
 			}
 		case MsgLeave:
 			n, err := DecodeLeave(b)

@@ -51,6 +51,11 @@ type Config struct {
 	// reason, saying how many were not logged. Default: discarded.
 	Logger *log.Logger
 
+	// OnOverride, if set, receives every override change another node
+	// broadcast (BroadcastOverride), called as onReset is: one at a time,
+	// from one goroutine. Default: they are dropped.
+	OnOverride func(OverrideChange)
+
 	// Tune, if set, may change memberlist's configuration last, after New
 	// has filled it in (tests use it to make failure detection fast).
 	Tune func(*memberlist.Config)

@@ -27,8 +27,9 @@ const inboxSize = 1024
 // inbound is a decoded message waiting for dispatch: a report part if
 // report is set, else a reset.
 type inbound struct {
-	report *Report
-	reset  Reset
+	report   *Report
+	reset    Reset
+	override *OverrideChange
 }
 
 // drop counts one packet, stream or message dropped for reason.
@@ -80,6 +81,13 @@ func (c *Cluster) receive(b []byte) {
 			c.reject(err)
 			return
 		}
+	case MsgOverride:
+		o, err := DecodeOverride(b)
+		if err != nil {
+			c.reject(err)
+			return
+		}
+		in.override = &o
 	case MsgLeave:
 		name, err := DecodeLeave(b)
 		if err != nil {
@@ -104,12 +112,18 @@ func (c *Cluster) dispatch() {
 		case <-c.done:
 			return
 		case in := <-c.inbox:
-			if in.report != nil {
+			switch {
+			case in.report != nil:
 				c.reportsRecv.Add(1)
 				if c.onReport != nil {
 					c.onReport(*in.report)
 				}
-			} else {
+			case in.override != nil:
+				c.overridesRecv.Add(1)
+				if c.onOverride != nil {
+					c.onOverride(*in.override)
+				}
+			default:
 				c.resetsRecv.Add(1)
 				if c.onReset != nil {
 					c.onReset(in.reset.Rule, in.reset.Key)

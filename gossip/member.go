@@ -42,6 +42,8 @@ type Stats struct {
 	BytesReceived    uint64
 	ReportsReceived  uint64 // report parts handed to onReport
 	ResetsReceived   uint64 // resets handed to onReset
+	// OverridesReceived counts override changes handed to Config.OnOverride.
+	OverridesReceived uint64
 	// Dropped counts packets, streams and messages received and dropped,
 	// by reason: memberlist's "label" (not the cluster's label),
 	// "decrypt" (not sent with a key of the cluster), "decode" and
@@ -77,6 +79,8 @@ type Cluster struct {
 	onReset  func(rule, key string)
 	inbox    chan inbound
 
+	onOverride func(OverrideChange) // Config.OnOverride
+
 	// memberlist's Members and LocalNode return nodes that it keeps
 	// rewriting (on every alive message) without our being able to take
 	// its lock: reading them races. Its event delegate is called with that
@@ -93,6 +97,7 @@ type Cluster struct {
 
 	sent, sentBytes, sendErrors              atomic.Uint64
 	recv, recvBytes, reportsRecv, resetsRecv atomic.Uint64
+	overridesRecv                            atomic.Uint64
 	dropped                                  [len(dropReasons)]atomic.Uint64
 	joinAttempts, joinFailures               atomic.Uint64
 }
@@ -143,16 +148,17 @@ func New(cfg Config, onReport func(Report), onReset func(rule, key string)) (*Cl
 	}
 
 	c := &Cluster{
-		interval: cfg.SyncInterval,
-		rejoin:   cfg.Rejoin,
-		logger:   logger,
-		onReport: onReport,
-		onReset:  onReset,
-		inbox:    make(chan inbound, inboxSize),
-		alive:    make(map[string]memberlist.Node),
-		gone:     make(map[string]Member),
-		left:     make(map[string]time.Time),
-		done:     make(chan struct{}),
+		interval:   cfg.SyncInterval,
+		rejoin:     cfg.Rejoin,
+		logger:     logger,
+		onReport:   onReport,
+		onReset:    onReset,
+		onOverride: cfg.OnOverride,
+		inbox:      make(chan inbound, inboxSize),
+		alive:      make(map[string]memberlist.Node),
+		gone:       make(map[string]Member),
+		left:       make(map[string]time.Time),
+		done:       make(chan struct{}),
 	}
 	// memberlist and its transport log what they drop: count it, and
 	// sample the lines (see droplog.go).
@@ -315,22 +321,7 @@ func (c *Cluster) BroadcastReset(rule, key string) error {
 	if err != nil {
 		return err
 	}
-	nodes := c.others()
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() {
-			if err := c.ml.SendReliable(n, msg); err != nil {
-				c.sendErrors.Add(1)
-				errs[i] = fmt.Errorf("gossip: send reset to %s: %w", n.Name, err)
-				return
-			}
-			c.sent.Add(1)
-			c.sentBytes.Add(uint64(len(msg)))
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return c.sendReliable(msg, "reset")
 }
 
 // Members returns the live members (this node too), then those that left
@@ -356,16 +347,17 @@ func (c *Cluster) Members() []Member {
 // Stats returns the counters so far.
 func (c *Cluster) Stats() Stats {
 	s := Stats{
-		MessagesSent:     c.sent.Load(),
-		BytesSent:        c.sentBytes.Load(),
-		SendErrors:       c.sendErrors.Load(),
-		MessagesReceived: c.recv.Load(),
-		BytesReceived:    c.recvBytes.Load(),
-		ReportsReceived:  c.reportsRecv.Load(),
-		ResetsReceived:   c.resetsRecv.Load(),
-		Dropped:          make(map[string]uint64, len(dropReasons)),
-		JoinAttempts:     c.joinAttempts.Load(),
-		JoinFailures:     c.joinFailures.Load(),
+		MessagesSent:      c.sent.Load(),
+		BytesSent:         c.sentBytes.Load(),
+		SendErrors:        c.sendErrors.Load(),
+		MessagesReceived:  c.recv.Load(),
+		BytesReceived:     c.recvBytes.Load(),
+		ReportsReceived:   c.reportsRecv.Load(),
+		ResetsReceived:    c.resetsRecv.Load(),
+		OverridesReceived: c.overridesRecv.Load(),
+		Dropped:           make(map[string]uint64, len(dropReasons)),
+		JoinAttempts:      c.joinAttempts.Load(),
+		JoinFailures:      c.joinFailures.Load(),
 	}
 	for i, r := range dropReasons {
 		s.Dropped[r] = c.dropped[i].Load()

@@ -13,7 +13,7 @@ import (
 //
 //	"ELSN"  magic, 4 bytes
 //	version 1 byte (snapVersion)
-//	kind    1 byte: snapFull, snapDelta or snapBlocks
+//	kind    1 byte: snapFull, snapDelta, snapBlocks or snapOverrides
 //	written 8 bytes, the writer's clock (Unix ns)
 //	body    the kind's (see AppendSnapshot and Blocks.AppendSnapshot)
 //	crc     4 bytes, CRC-32C of everything before it
@@ -37,9 +37,10 @@ const snapVersion = 1
 
 // The kinds of snapshot.
 const (
-	snapFull   = 1 // every key of a limiter
-	snapDelta  = 2 // the keys changed since the snapshot before
-	snapBlocks = 3 // a rule's blocked keys
+	snapFull      = 1 // every key of a limiter
+	snapDelta     = 2 // the keys changed since the snapshot before
+	snapBlocks    = 3 // a rule's blocked keys
+	snapOverrides = 4 // a rule's per-key overrides (overridesnap.go)
 )
 
 // snapHeaderBytes and snapTrailerBytes frame a body.

@@ -43,6 +43,7 @@ func init() {
 //	    headers         ietf|legacy|both|off
 //	    retry_jitter    <fraction>
 //	    max_keys        <count>
+//	    max_overrides   <count>                # per-key overrides set at runtime (admin API); default 10000
 //	    ipv4_prefix     <bits>                 # an IP address in the key is shortened
 //	    ipv6_prefix     <bits>                 # to its network
 //	    scope           cluster|node           # default cluster when the global option has a cluster

@@ -28,10 +28,17 @@ func init() {
 //	GET    /rate_limit/rules/{rule}/keys/{key}     a key's state per limit
 //	DELETE /rate_limit/rules/{rule}/keys/{key}     reset a key and lift its block, on every node of a cluster
 //	GET    /rate_limit/rules/{rule}/blocked        the keys blocked now (block_for), at most 100
+//	GET    /rate_limit/rules/{rule}/overrides      the per-key overrides in force, sorted by key, and max_overrides
+//	PUT    /rate_limit/rules/{rule}/keys/{key}/override  {"factor": F, "expires_in": "24h"}: the key's limits × F (0 refuses it), at once, on every node; 200 with it
+//	DELETE /rate_limit/rules/{rule}/keys/{key}/override  remove it: 204, or 404 if the key has none
 //	GET    /rate_limit/cluster                     members, hot keys' shares, gossip traffic
 //	GET    /rate_limit/ui/                         the dashboard (admin_dashboard.go)
 //
-// Rule names and keys are path segments, percent-encoded.
+// Rule names and keys are path segments, percent-encoded. An override's
+// errors: 404 for an unknown rule; 400 with the reason for a factor
+// missing, < 0 or not finite, an expires_in that does not parse or is not
+// positive, a key longer than the rule keeps, bad JSON; 409 past the
+// rule's max_overrides.
 type adminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -74,7 +81,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		return writeJSON(w, describeCluster())
-	case parts[0] == "rules" && len(parts) >= 2 && len(parts) <= 4:
+	case parts[0] == "rules" && len(parts) >= 2 && len(parts) <= 5:
 		e, ok := caddymodule.RuleInForce(parts[1])
 		if !ok {
 			return apiError(http.StatusNotFound, "no rule named %q", parts[1])
@@ -90,7 +97,16 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			return serveBlocked(w, r, e) // admin_blocks.go
+		case parts[2] == "overrides" && len(parts) == 3:
+			if err := allowMethods(w, r, http.MethodGet); err != nil {
+				return err
+			}
+			return serveOverrides(w, e) // overrides.go
 		case parts[2] != "keys":
+		case len(parts) == 5:
+			if parts[4] == "override" {
+				return serveOverride(w, r, e, parts[3]) // overrides.go
+			}
 		case len(parts) == 3:
 			if err := allowMethods(w, r, http.MethodGet); err != nil {
 				return err

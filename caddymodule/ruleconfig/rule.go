@@ -105,6 +105,11 @@ type Rule struct {
 	// key is evicted (and counted). Default: 1,000,000.
 	MaxKeys int `json:"max_keys,omitempty"`
 
+	// MaxOverrides bounds the rule's per-key overrides set at runtime
+	// (the admin API's PUT …/keys/KEY/override); past it a new one is
+	// refused (409). Default: 10,000.
+	MaxOverrides int `json:"max_overrides,omitempty"`
+
 	// ProblemJSON answers a denial with an RFC 9457 application/problem+json
 	// body (type …#quota-exceeded, violated-policies) instead of leaving the
 	// body to handle_errors. Default: off.
@@ -358,6 +363,9 @@ func (r *Rule) CheckFields() error {
 	}
 	if err := r.CheckMaxHeld(); err != nil {
 		return err
+	}
+	if r.MaxOverrides < 0 {
+		return fmt.Errorf("max_overrides %d: must be a whole number of at least 1", r.MaxOverrides)
 	}
 	if err := r.CheckAbuse(); err != nil {
 		return err

@@ -97,6 +97,7 @@ var inheritedFields = map[string]func(dst, src *ruleconfig.Rule){
 	"headers":         func(dst, src *ruleconfig.Rule) { dst.Headers = src.Headers },
 	"retry_jitter":    func(dst, src *ruleconfig.Rule) { dst.RetryJitter = src.RetryJitter },
 	"max_keys":        func(dst, src *ruleconfig.Rule) { dst.MaxKeys = src.MaxKeys },
+	"max_overrides":   func(dst, src *ruleconfig.Rule) { dst.MaxOverrides = src.MaxOverrides },
 	"problem_json":    func(dst, src *ruleconfig.Rule) { dst.ProblemJSON = src.ProblemJSON },
 	"log_key":         func(dst, src *ruleconfig.Rule) { dst.LogKey = src.LogKey },
 	"disable_metrics": func(dst, src *ruleconfig.Rule) { dst.DisableMetrics = src.DisableMetrics },
@@ -327,6 +328,9 @@ func (s *Spec) ParseAs(d *caddyfile.Dispenser, sub string) error {
 
 	case "max_keys":
 		return CountArg(d, &r.MaxKeys)
+
+	case "max_overrides":
+		return CountArg(d, &r.MaxOverrides)
 
 	case "problem_json":
 		return FlagArg(d, &r.ProblemJSON)

@@ -42,12 +42,12 @@ type App struct {
 	// placeholders such as {env.GEOIP_DB} are replaced. Default: none.
 	GeoIP string `json:"geoip,omitempty"`
 
-	// GeoIPCheckInterval, if set, is how often the geoip file is checked
-	// for a change (its size or modification time): a changed file is
-	// read and put in force at once, without a reload; a file that fails
-	// to read is logged and the database in force stays. Replace the file
-	// by renaming a new one over it, as geoipupdate does. Default: 0, no
-	// checks (a changed file is read at the next reload).
+	// GeoIPCheckInterval, if set, is how often the geoip and asn_db files
+	// are checked for a change (their size or modification time): a
+	// changed file is read and put in force at once, without a reload; a
+	// file that fails to read is logged and the database in force stays.
+	// Replace a file by renaming a new one over it, as geoipupdate does.
+	// Default: 0, no checks (a changed file is read at the next reload).
 	GeoIPCheckInterval caddy.Duration `json:"geoip_check_interval,omitempty"`
 
 	// GeoHeader names a request header that holds the client's country
@@ -187,13 +187,13 @@ func (a *App) geoDB() *geo.DB {
 	if a.geo == nil {
 		return nil
 	}
-	return a.geo.db.Load()
+	return a.geo.file.load()
 }
 
 // Validate checks the configuration.
 func (a *App) Validate() error {
-	if a.GeoIPCheckInterval < 0 || (a.GeoIPCheckInterval > 0 && a.GeoIP == "") {
-		return fmt.Errorf("geoip_check_interval %s: must be positive, with geoip", time.Duration(a.GeoIPCheckInterval))
+	if a.GeoIPCheckInterval < 0 || (a.GeoIPCheckInterval > 0 && a.GeoIP == "" && a.ASNDB == "") {
+		return fmt.Errorf("geoip_check_interval %s: must be positive, with geoip or asn_db", time.Duration(a.GeoIPCheckInterval))
 	}
 	if a.SweepInterval != 0 && a.SweepInterval < caddy.Duration(MinSweepInterval) {
 		return fmt.Errorf("sweep_interval %s: must be at least %s (each sweep visits every key)", time.Duration(a.SweepInterval), MinSweepInterval)
@@ -286,10 +286,7 @@ func (a *App) Cleanup() error {
 	if a.redis != nil {
 		a.redis.cleanup()
 	}
-	var err error
-	if a.asn != nil {
-		err = a.asn.cleanup()
-	}
+	err := a.asn.cleanup()
 	if a.geo != nil {
 		err = errors.Join(err, a.geo.cleanup())
 	}
@@ -311,9 +308,9 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// sweep frees idle keys every sweep interval, checks the geoip file
-// every check interval (if set), and reads the overrides of rules with
-// store redis every overrideSyncInterval, until Stop.
+// sweep frees idle keys every sweep interval, checks the geoip and ASN
+// database files every check interval (if set), and reads the overrides
+// of rules with store redis every overrideSyncInterval, until Stop.
 func (a *App) sweep(every, checkGeo time.Duration) {
 	defer close(a.done)
 	t := time.NewTicker(every)
@@ -337,11 +334,20 @@ func (a *App) sweep(every, checkGeo time.Duration) {
 		case now := <-t.C:
 			registry.sweep(now)
 		case <-check:
-			a.geo.checkFile()
+			a.checkFiles()
 		case now := <-poll:
 			a.redis.syncOverrides(now) // overrides_sync.go
 		}
 	}
+}
+
+// checkFiles reads the geoip and ASN database files again if they changed
+// on disk (geoip_check_interval), each through watchedDB.checkFile.
+func (a *App) checkFiles() {
+	if a.geo != nil {
+		a.geo.file.checkFile()
+	}
+	a.asn.checkFile()
 }
 
 // limiterFor returns the limiter that a rule should use, and the rule's

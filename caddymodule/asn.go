@@ -3,38 +3,32 @@ package caddymodule
 import (
 	"net/netip"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/geo"
 )
 
 // asnDB is how the app tells a client's autonomous system: the ASN
-// database (asn_db), shared through geoDatabases.
-type asnDB struct {
-	db   *geo.ASNDB
-	file *geoFile // its key in geoDatabases, to release; nil once released
-}
+// database (asn_db) in force, shared through geoDatabases and checked on
+// disk as the geoip database is (geofile.go).
+type asnDB = watchedDB[geo.ASNDB, *geo.ASNDB]
 
 // provisionASNDB opens the ASN database at path (shared through
 // geoDatabases).
 func provisionASNDB(path string, logger *zap.Logger) (*asnDB, error) {
-	db, file, err := openPooled(caddy.NewReplacer().ReplaceKnown(path, ""), true, geo.OpenASN)
-	if err != nil {
-		return nil, err
-	}
+	return openWatched("ASN database", path, true, geo.OpenASN, asnFields, logger)
+}
+
+// asnFields are what the logs say of an ASN database read.
+func asnFields(db *geo.ASNDB) []zap.Field {
 	info := db.Info()
-	logger.Info("ASN database",
-		zap.String("path", file.path),
+	return []zap.Field{
 		zap.String("type", info.DatabaseType),
 		zap.Time("built", info.BuildTime),
 		zap.Int("systems", info.Systems),
-		zap.Int("bytes", info.Bytes))
-	return &asnDB{db: db, file: &file}, nil
+		zap.Int("bytes", info.Bytes),
+	}
 }
-
-// cleanup releases the database.
-func (n *asnDB) cleanup() error { return release(&n.file) }
 
 // network is the client's autonomous system for one request, looked up
 // once for all of a handler's rules that need it (a key by asn, an
@@ -55,7 +49,7 @@ func (n *network) of(nets *asnDB, q *request) (*geo.AS, bool) {
 	n.looked = true
 	if nets != nil {
 		if addr, err := netip.ParseAddr(q.clientIP()); err == nil {
-			n.as, _ = nets.db.Lookup(addr)
+			n.as, _ = nets.load().Lookup(addr)
 		}
 	}
 	if n.as == nil {

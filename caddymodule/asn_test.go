@@ -3,13 +3,17 @@ package caddymodule
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/edgebyte/edgelimit/caddymodule/ruleconfig"
+	"github.com/edgebyte/edgelimit/geo"
 	"github.com/edgebyte/edgelimit/internal/mmdbtest"
 )
 
@@ -140,7 +144,7 @@ func TestASNDBShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.db != b.db {
+	if a.load() != b.load() {
 		t.Error("the second provision read the unchanged file again")
 	}
 	if err := mmdbtest.WriteASN(path, map[string]mmdbtest.AS{"8.8.8.0/24": {Number: 15169, Org: "GOOGLE"}}); err != nil {
@@ -150,7 +154,7 @@ func TestASNDBShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.db == a.db {
+	if c.load() == a.load() {
 		t.Error("a changed file was not read anew")
 	}
 	keys := []geoFile{*a.file, *c.file}
@@ -166,5 +170,69 @@ func TestASNDBShared(t *testing.T) {
 		if refs, ok := geoDatabases.References(k); ok {
 			t.Errorf("after the last release the pool holds %s with %d references", k.path, refs)
 		}
+	}
+}
+
+// TestASNFileCheck: with geoip_check_interval, each check (App.checkFiles,
+// what the interval's ticks call; driven here by hand) reads a changed
+// asn_db file and puts it in force without a reload: an address moved to
+// another system gets that system's key. An unchanged file is not read
+// again; one that fails to read leaves the database in force, and is not
+// read again until it changes again.
+func TestASNFileCheck(t *testing.T) {
+	r := hourly("net", 1)
+	r.By = []string{"asn"}
+	app := withASN(t, testApp())
+	app.GeoIPCheckInterval = caddy.Duration(time.Hour)
+	if err := app.Validate(); err != nil {
+		t.Fatalf("geoip_check_interval with asn_db alone: %v", err)
+	}
+	h := testHandler(t, app, r)
+	from := func(ip string) func() *http.Request { return func() *http.Request { return newRequest(ip) } }
+	path, seen := app.asn.seen.path, app.asn.load()
+	lookup := func(ip string) (*geo.AS, bool) { return app.asn.load().Lookup(netip.MustParseAddr(ip)) }
+	touch := func(step int) {
+		t.Helper()
+		later := time.Now().Add(time.Duration(step) * time.Second)
+		if err := os.Chtimes(path, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := admitted(t, h, 1, from("8.8.8.8")) + admitted(t, h, 1, from("8.34.210.1")); got != 1 {
+		t.Fatalf("GOOGLE's two networks: %d of 2 admitted, want 1 (one key)", got)
+	}
+	app.checkFiles()
+	if app.asn.load() != seen {
+		t.Fatal("an unchanged file was read again")
+	}
+	moved := map[string]mmdbtest.AS{"8.8.8.0/24": {Number: 15169, Org: "GOOGLE"}, "8.34.208.0/20": {Number: 396982, Org: "GOOGLE-CLOUD-PLATFORM"}}
+	if err := mmdbtest.WriteASN(path, moved); err != nil {
+		t.Fatal(err)
+	}
+	touch(1)
+	if got := admitted(t, h, 1, from("8.34.210.1")); got != 0 {
+		t.Fatalf("before the check: %d of 1 admitted, want 0 (the old database: AS15169's key)", got)
+	}
+	app.checkFiles()
+	if got := admitted(t, h, 2, from("8.34.210.1")); got != 1 {
+		t.Errorf("after the check: %d of 2 admitted, want 1 (AS396982, a key of its own)", got)
+	}
+	if as, ok := lookup("8.34.210.1"); !ok || as.Key != "AS396982" || as.Org != "GOOGLE-CLOUD-PLATFORM" {
+		t.Errorf("after the check: 8.34.210.1 in %v, want AS396982 GOOGLE-CLOUD-PLATFORM", as)
+	}
+	if err := os.WriteFile(path, []byte("not a database"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	touch(2)
+	inForce := app.asn.load()
+	app.checkFiles()
+	if app.asn.load() != inForce {
+		t.Error("a broken file replaced the database in force")
+	}
+	if as, ok := lookup("8.34.210.1"); !ok || as.Key != "AS396982" {
+		t.Errorf("after a broken file: 8.34.210.1 in %v, want AS396982 still", as)
+	}
+	if app.asn.checkFile() {
+		t.Error("the broken file, unchanged, was read again")
 	}
 }

@@ -54,7 +54,9 @@
 //     limiters by name, process-wide (registry); cluster.go: the app's
 //     use of a cluster node (the node itself runs in
 //     internal/clusternode); the Redis clients and the fleet's heartbeat
-//     run in internal/redispool.
+//     run in internal/redispool. geofile.go: the geoip and asn_db files,
+//     opened once and shared across reloads, and checked on disk every
+//     geoip_check_interval (watchedDB, one mechanism for both).
 //   - persist.go: the rules' snapshots (counters and blocks, encoded by
 //     package limiter) written to Caddy's storage every persist_interval
 //     and at a graceful stop, and read back at the process's first

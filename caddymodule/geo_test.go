@@ -214,12 +214,12 @@ func TestGeoMultiplierNeedsCountries(t *testing.T) {
 // database in force.
 func TestGeoFileCheck(t *testing.T) {
 	app := geoApp(t)
-	path := app.geo.seen.path
+	path := app.geo.file.seen.path
 	country := func() string {
 		code, _ := app.countryOf(requestFrom("5.255.255.7", false), "5.255.255.7")
 		return code
 	}
-	if app.geo.checkFile() || country() != "RU" {
+	if app.geo.file.checkFile() || country() != "RU" {
 		t.Fatalf("unchanged file: read again, or country %s", country())
 	}
 	touch := func(step int) {
@@ -233,14 +233,14 @@ func TestGeoFileCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	touch(1)
-	if !app.geo.checkFile() || country() != "US" {
+	if !app.geo.file.checkFile() || country() != "US" {
 		t.Fatalf("rebuilt file: country %s, want US", country())
 	}
 	if err := os.WriteFile(path, []byte("not a database"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	touch(2)
-	if app.geo.checkFile() || country() != "US" {
+	if app.geo.file.checkFile() || country() != "US" {
 		t.Fatalf("broken file: country %s, want US still", country())
 	}
 }

@@ -168,7 +168,7 @@ func ASN(addr netip.Addr, n uint32) (*geo.AS, bool) {
 		return nil, false
 	}
 	if n > 0 {
-		return app.asn.db.System(n)
+		return app.asn.load().System(n)
 	}
-	return app.asn.db.Lookup(addr)
+	return app.asn.load().Lookup(addr)
 }

@@ -162,3 +162,35 @@ func TestASNConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestASNFileCheckWithoutReload: geoip_check_interval checks asn_db's
+// file too (here without geoip): a database rebuilt on disk is put in
+// force without a reload, and the rule keys by the new network.
+func TestASNFileCheckWithoutReload(t *testing.T) {
+	t.Parallel()
+	db := writeSystems(t, testSystems)
+	p := startCaddy(t, geoGlobals("asn_db "+db+"\n\t\tgeoip_check_interval 20ms")+`
+:{{.HTTP}} {
+	rate_limit {
+		name per_network
+		limit 2 1h
+		by asn
+	}
+	respond "{http.rate_limit.asn} {http.rate_limit.asn_org}"
+}
+`)
+	if _, _, body := p.get(t, "/", xff("8.8.4.4")...); body != "AS15169 GOOGLE" {
+		t.Fatalf("before: %q, want AS15169 GOOGLE", body)
+	}
+	wantStatuses(t, "GOOGLE's other network, before", p.statuses(t, 2, "/", xff("8.8.8.8")...), seq(1, 200, 1, 429))
+	moved := map[string]mmdbtest.AS{"8.8.8.0/24": {Number: 15169, Org: "GOOGLE"}, "8.8.4.0/24": {Number: 396982, Org: "GOOGLE-CLOUD-PLATFORM"}}
+	if err := mmdbtest.WriteASN(db, moved); err != nil {
+		t.Fatal(err)
+	}
+	waitBody(t, p, "/", "AS396982 GOOGLE-CLOUD-PLATFORM", xff("8.8.4.4")...)
+	wantStatuses(t, "AS396982, a key of its own", p.statuses(t, 2, "/", xff("8.8.4.5")...), seq(1, 200, 1, 429))
+	wantStatuses(t, "AS15169, spent", p.statuses(t, 1, "/", xff("8.8.8.8")...), seq(0, 200, 1, 429))
+	if p.waitLog("ASN database changed on disk and was read again") == "" {
+		t.Error("no log line for the database read again")
+	}
+}

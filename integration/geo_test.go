@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,20 +227,27 @@ func TestGeoFileCheckWithoutReload(t *testing.T) {
 	if err := mmdbtest.Write(db, map[string]string{"5.255.255.0/24": "US"}); err != nil {
 		t.Fatal(err)
 	}
-	// the check runs every 20ms in Caddy: wait for it, up to 5 s
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, h, body := p.get(t, "/", xff(clientRU)...)
-		if body == "US" {
-			if h.Get("RateLimit-Policy") != `"public";q=1000;w=60` {
-				t.Errorf("after the change: RateLimit-Policy %q", h.Get("RateLimit-Policy"))
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the rebuilt database was not put in force: country %q", body)
-		}
+	h := waitBody(t, p, "/", "US", xff(clientRU)...)
+	if h.Get("RateLimit-Policy") != `"public";q=1000;w=60` {
+		t.Errorf("after the change: RateLimit-Policy %q", h.Get("RateLimit-Policy"))
 	}
 	if p.waitLog("geoip database changed on disk and was read again") == "" {
 		t.Error("no log line for the database read again")
+	}
+}
+
+// waitBody asks p for path with the header pairs every 20 ms until the
+// body is want, for up to 5 s (a file check running every 20ms in Caddy),
+// and returns that answer's headers.
+func waitBody(t *testing.T, p *caddyProc, path, want string, headers ...string) http.Header {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, h, body := p.get(t, path, headers...)
+		if body == want {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rebuilt database was not put in force: body %q, want %q", body, want)
+		}
 	}
 }

@@ -33,7 +33,7 @@ func init() {
 //	        persist_interval <duration>       # default 1s: counters and blocks written to Caddy's storage
 //	        persist on|off                    # default on; off: a restart starts every rule afresh
 //	        geoip <path to a .mmdb file>
-//	        geoip_check_interval <duration>   # read a changed file without a reload
+//	        geoip_check_interval <duration>   # read a changed geoip or asn_db file without a reload
 //	        geo_header <header name>
 //	        asn_db <path to an ASN .mmdb file>  # checked here, to name the line, unless a {placeholder}
 //	        jwt {

@@ -42,8 +42,8 @@ func init() {
 // mounts it. A write that a browser sent for another site's page is
 // refused (foreignWrite).
 type UI struct {
-	// Write allows resets of keys and changes of rules (limits, burst,
-	// shadow). Changes go to Caddy's own /config/ API on the admin
+	// Write allows resets of keys, per-key overrides (set and removed),
+	// and changes of rules (limits, burst, shadow). Changes go to Caddy's own /config/ API on the admin
 	// endpoint (AdminAddress), as the admin dashboard's do: a change is a
 	// reload that keeps counters. Without Write the page and API are
 	// read-only, and the config is not shown. Default: off.
@@ -78,15 +78,32 @@ func (u *UI) Provision(caddy.Context) error {
 	return nil
 }
 
-// siteIndex is the dashboard's page as a site serves it: its files by
-// query, and marked, so that the script asks the site's API.
-var siteIndex = func() dashboardFile {
+// siteIndex is the dashboard's page as a site serves it, read-only
+// ([0]) and with Write ([1]): its files by query, and marked data-site, so
+// that the script asks the site's API, and data-write with Write, so that
+// it shows the controls that change things (an override's form).
+var siteIndex = [2]dashboardFile{siteIndexFor(false), siteIndexFor(true)}
+
+// siteIndexFor is siteIndex's page, with Write if write.
+func siteIndexFor(write bool) dashboardFile {
 	f := dashboardFiles["index.html"]
+	mark, tag := "data-site", "-site"
+	if write {
+		mark, tag = "data-site data-write", "-site-write"
+	}
 	body := bytes.Replace(f.body, []byte(`href="app.css"`), []byte(`href="?file=app.css"`), 1)
 	body = bytes.Replace(body, []byte(`src="app.js"`), []byte(`src="?file=app.js"`), 1)
-	body = bytes.Replace(body, []byte(`<html lang="en">`), []byte(`<html lang="en" data-site>`), 1)
-	return dashboardFile{body: body, contentType: f.contentType, etag: strings.TrimSuffix(f.etag, `"`) + `-site"`}
-}()
+	body = bytes.Replace(body, []byte(`<html lang="en">`), []byte(`<html lang="en" `+mark+`>`), 1)
+	return dashboardFile{body: body, contentType: f.contentType, etag: strings.TrimSuffix(f.etag, `"`) + tag + `"`}
+}
+
+// index is the page u serves.
+func (u *UI) index() dashboardFile {
+	if u.Write {
+		return siteIndex[1]
+	}
+	return siteIndex[0]
+}
 
 // ServeHTTP serves the page, its files, the API and the config view.
 func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
@@ -106,7 +123,7 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handl
 			err = apiError(http.StatusNotFound, "no such file: %s", name)
 		}
 	default:
-		err = serveFile(w, r, "index.html", siteIndex)
+		err = serveFile(w, r, "index.html", u.index())
 	}
 	var ae caddy.APIError
 	if errors.As(err, &ae) {
@@ -172,7 +189,7 @@ func withoutDefaultPort(host, scheme string) string {
 // after /rate_limit/ (percent-encoded segments), with its query.
 func (u *UI) serveAPI(w http.ResponseWriter, r *http.Request, rest string) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !u.Write {
-		return apiError(http.StatusForbidden, "this dashboard is read-only: resets need rate_limit_ui write")
+		return apiError(http.StatusForbidden, "this dashboard is read-only: resets and overrides need rate_limit_ui write")
 	}
 	escaped, rawQuery, _ := strings.Cut(rest, "?")
 	p, err := url.PathUnescape(escaped)

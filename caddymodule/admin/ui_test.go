@@ -17,6 +17,8 @@ func TestUIRoutes(t *testing.T) {
 		body           string // a part of the body
 	}{
 		{method: "GET", target: "/rate-limits/", status: 200, body: `<html lang="en" data-site>`},
+		{write: true, method: "GET", target: "/rate-limits/", status: 200, body: `<html lang="en" data-site data-write>`},
+		{method: "PUT", target: "/x/?api=rules/none/keys/k/override", status: 403, body: "resets and overrides need rate_limit_ui write"},
 		{method: "GET", target: "/rate-limits/anything", status: 200, body: `<script src="?file=app.js"`},
 		{method: "GET", target: "/x/?file=app.js", status: 200, body: `"use strict"`},
 		{method: "GET", target: "/x/?file=app.css", status: 200, body: ":root"},

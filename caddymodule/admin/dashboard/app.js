@@ -12,6 +12,10 @@ const configRoot = new URL("../../config/", location.href); // Caddy's /config/
 // page asks its own URL, the route in a query parameter: ?api=rules/NAME
 // for the admin API's /rate_limit/rules/NAME, ?config=PATH for /config/.
 const site = document.documentElement.hasAttribute("data-site");
+// canWrite: the page may change things (overrides: their form and Remove
+// buttons). Always on the admin endpoint; on a site with rate_limit_ui
+// write, which marks the page data-write.
+const canWrite = !site || document.documentElement.hasAttribute("data-write");
 
 // siteURL is this page's URL with one query parameter.
 function siteURL(param, value) {
@@ -43,6 +47,7 @@ const state = {
   top: null, // the rule page's {requests, denied} top keys
   key: null, // the rule page's key: {rule, key, view} or {rule, key, missing}
   edit: null, // the edit form's rule in the config: {rule, etag, config, found}
+  overrides: null, // the rule page's overrides: {rule, view} or {rule, error}
 };
 const cards = new Map(); // rule name → its overview card
 
@@ -79,7 +84,7 @@ async function call(method, url, body, headers = {}) {
     data = null;
   }
   if (!resp.ok) {
-    const err = new Error((data && data.error) || `${resp.status} ${resp.statusText}`);
+    const err = new Error((data && data.error) || (data === null && text.trim()) || `${resp.status} ${resp.statusText}`);
     err.status = resp.status;
     throw err;
   }
@@ -90,7 +95,7 @@ const seg = encodeURIComponent; // a rule name or key as one path segment
 const ruleURL = (rule, rest = "") => apiURL(`rules/${seg(rule)}${rest}`);
 // escaped: the key is the admin API's percent-escaped form of one that is
 // not UTF-8 text, already a path segment.
-const keyURL = (rule, key, escaped) => ruleURL(rule, `/keys/${escaped ? key : seg(key)}`);
+const keyURL = (rule, key, escaped, rest = "") => ruleURL(rule, `/keys/${escaped ? key : seg(key)}${rest}`);
 
 const num = (n) => Number(n).toLocaleString("en-US");
 const rate = (r) => (r >= 10 ? Math.round(r).toString() : String(+r.toFixed(2)));
@@ -113,7 +118,7 @@ function windowText(ns) {
 function duration(sec) {
   if (sec < 120) return `${rate(sec)} s`;
   if (sec < 7200) return `${Math.round(sec / 60)} min`;
-  if (sec < 172800) return `${Math.floor(sec / 3600)} h ${Math.round((sec % 3600) / 60)} min`;
+  if (sec < 172800) return `${Math.floor(Math.round(sec / 60) / 60)} h ${Math.round(sec / 60) % 60} min`;
   return `${Math.round(sec / 86400)} d`;
 }
 
@@ -355,15 +360,21 @@ function renderRule(now) {
   chart($("rule-chart"), $("rule-legend"), r.name, now);
   for (const by of ["requests", "denied"]) {
     const view = state.top && state.top[by];
+    // the network column, when a key of the list has one (asn_db)
+    const nets = !!view && view.keys.some((k) => k.asn);
     const rows = view ? view.keys.map((k) =>
-      el("tr", {},
+      el("tr", { "data-key": k.key },
         el("td", {}, el("button", { type: "button", class: "link", onclick: () => lookupKey(k.key, undefined, k.escaped) }, showKey(k.key))),
+        nets ? el("td", { "data-field": "asn", title: k.asn_org || null }, k.asn ? `${k.asn} ${k.asn_org || ""}`.trim() : "") : null,
         el("td", { class: "num", title: k.error ? `between ${num(k.count - k.error)} and ${num(k.count)}` : null },
           k.error ? `≤ ${num(k.count)}` : num(k.count)))) : [];
     if (view && !rows.length) rows.push(el("tr", {}, el("td", { colspan: 2, class: "note" }, by === "denied" ? "no denials" : "no requests")));
-    $(`top-${by}`).tBodies[0].replaceChildren(...rows);
+    const table = $(`top-${by}`);
+    table.querySelector("th.asn").hidden = !nets;
+    table.tBodies[0].replaceChildren(...rows);
   }
   renderBlocked(r);
+  renderOverrides(now);
   renderKey(r);
 }
 
@@ -417,6 +428,95 @@ async function refreshTop() {
   }
 }
 
+// --- a rule's overrides ---
+
+// refreshOverrides reads the rule's per-key overrides.
+async function refreshOverrides() {
+  const rule = state.view.rule;
+  let o;
+  try {
+    o = { rule, view: (await call("GET", ruleURL(rule, "/overrides"))).data };
+  } catch (e) {
+    o = { rule, error: e.message };
+  }
+  if (state.view.rule === rule) state.overrides = o;
+}
+
+// renderOverrides lists the rule's overrides (key, factor, expiry, who set
+// it), each with a Remove button if the page may write; the form that sets
+// one shows only then.
+function renderOverrides(now) {
+  const o = state.overrides && state.overrides.rule === state.view.rule ? state.overrides : null;
+  const v = o && o.view;
+  $("override-form").hidden = !canWrite;
+  $("overrides").querySelector("th.remove").hidden = !canWrite;
+  $("overrides-note").textContent = !o ? "…"
+    : o.error ? `Cannot read the overrides: ${o.error}`
+    : `A key's limits × its factor (0 refuses the key). ${num(v.overrides.length)} of at most ${num(v.max_overrides)}.` +
+      (canWrite ? "" : " This dashboard is read-only: changes need rate_limit_ui write.");
+  const rows = v ? v.overrides.map((x) => {
+    const left = x.expires ? (Date.parse(x.expires) - now) / 1000 : null;
+    return el("tr", { "data-key": x.key },
+      el("td", { "data-field": "key" }, showKey(x.key)),
+      el("td", { class: "num", "data-field": "factor" }, `×${x.factor}`),
+      el("td", { "data-field": "expires", title: x.expires || null }, left === null ? "never" : left > 0 ? `in ${duration(left)}` : "now"),
+      el("td", { "data-field": "set_by", title: x.set_at ? `set at ${x.set_at}` : null }, x.set_by || ""),
+      canWrite ? el("td", {}, el("button", { type: "button", class: "danger remove", onclick: () => removeOverride(x.key) }, "Remove")) : null);
+  }) : [];
+  if (v && !rows.length) rows.push(el("tr", {}, el("td", { colspan: canWrite ? 5 : 4, class: "note" }, "no overrides")));
+  $("overrides").tBodies[0].replaceChildren(...rows);
+}
+
+const factorSyntax = /^\d+(\.\d+)?$/;
+
+// setOverride sends the form's override: PUT …/keys/{key}/override with
+// {factor, expires_in}. The syntax of each field is checked here; the
+// admin API judges the values, and its reason is shown.
+async function setOverride(ev) {
+  ev.preventDefault();
+  const rule = state.view.rule;
+  const key = $("override-key").value.trim(), factor = $("override-factor").value.trim(), expires = $("override-expires").value.trim();
+  $("override-error").textContent = "";
+  $("override-ok").textContent = "";
+  let bad = null;
+  if (!key) bad = "Key: the key to override, as the rule counts it.";
+  else if (!factorSyntax.test(factor)) bad = "Factor: a number ≥ 0, such as 2 or 0.5 (0 refuses the key).";
+  else if (expires !== "" && !durationSyntax.test(expires)) bad = "Expires in: a duration such as 30m, 24h or 7d; empty for never.";
+  if (bad) {
+    $("override-error").textContent = bad;
+    return;
+  }
+  const body = { factor: Number(factor) };
+  if (expires !== "") body.expires_in = expires;
+  $("override-set").disabled = true;
+  try {
+    const { data } = await call("PUT", keyURL(rule, key, false, "/override"), body);
+    $("override-ok").textContent = `Override set: ${showKey(data.key)} ×${data.factor}` +
+      (data.expires ? ` until ${new Date(data.expires).toLocaleString()}.` : ", with no end.");
+  } catch (e) {
+    $("override-error").textContent = `The override was not set: ${e.message}`;
+  }
+  $("override-set").disabled = false;
+  await refreshOverrides();
+  render();
+}
+
+// removeOverride asks, then removes key's override: DELETE …/override.
+async function removeOverride(key) {
+  const rule = state.view.rule;
+  if (!confirm(`Remove the override of key ${showKey(key)} of rule ${rule}? Its limits are the rule's again.`)) return;
+  $("override-error").textContent = "";
+  $("override-ok").textContent = "";
+  try {
+    await call("DELETE", keyURL(rule, key, false, "/override"));
+    $("override-ok").textContent = `Override of ${showKey(key)} removed.`;
+  } catch (e) {
+    $("override-error").textContent = `The override was not removed: ${e.message}`;
+  }
+  await refreshOverrides();
+  render();
+}
+
 // readKey reads a key's state: {rule, key, view}, or {rule, key, missing}
 // with "" when the rule holds no state for it (never seen, or reset).
 async function readKey(rule, key, escaped) {
@@ -457,6 +557,7 @@ function renderKey(r) {
     limits = v.limits.map((l) => ({ limit: l.limit, window: windowText(l.window_seconds * 1e9), used: l.used, remaining: l.remaining, reset: duration(l.reset_seconds) }));
     summary = v.allowed ? "A request from it would pass now." : `A request from it would be denied now: retry after ${duration(v.retry_after_seconds)}.`;
     if (v.blocked_until) summary += ` Blocked until ${new Date(v.blocked_until).toLocaleTimeString()} (offence ${v.offences}).`;
+    if (v.asn) summary += ` Network ${v.asn}${v.asn_org ? ` (${v.asn_org})` : ""}.`;
     if (v.country || v.scale !== 1) summary += ` Country ${v.country || "unknown"}, limits ×${v.scale}.`;
   } else {
     limits = r.limits.map((l) => ({ limit: l.count, window: l.window, used: 0, remaining: l.count, reset: "—" }));
@@ -474,7 +575,15 @@ function renderKey(r) {
       el("table", { class: "state" },
         el("thead", {}, el("tr", {}, ...["limit", "window", "used", "remaining", "resets in"].map((h, i) => el("th", { class: i === 1 ? null : "num" }, h)))),
         el("tbody", {}, rows))),
-    k.view ? el("button", { type: "button", id: "reset", class: "danger", onclick: resetKey }, "Reset this key") : null);
+    el("div", { class: "actions" },
+      k.view ? el("button", { type: "button", id: "reset", class: "danger", onclick: resetKey }, "Reset this key") : null,
+      canWrite && !k.escaped ? el("button", { type: "button", id: "override-this", class: "secondary", onclick: () => overrideKey(k.key) }, "Override this key…") : null));
+}
+
+// overrideKey puts a key in the override form, ready for its factor.
+function overrideKey(key) {
+  $("override-key").value = key;
+  $("override-factor").focus();
 }
 
 async function resetKey() {
@@ -674,7 +783,8 @@ async function tick() {
   try {
     const [ov, cl] = await Promise.all([call("GET", apiURL()), call("GET", apiURL("cluster"))]);
     const k = state.view.page === "rule" && state.key;
-    const [key] = await Promise.all([k ? readKey(k.rule, k.key, k.escaped) : null, state.view.page === "rule" ? refreshTop() : null]);
+    const onRule = state.view.page === "rule";
+    const [key] = await Promise.all([k ? readKey(k.rule, k.key, k.escaped) : null, onRule ? refreshTop() : null, onRule ? refreshOverrides() : null]);
     if (me !== ticks) return;
     state.overview = ov.data;
     state.cluster = cl.data;
@@ -705,7 +815,12 @@ function route() {
     state.blocked = null;
     state.key = null;
     state.edit = null;
-    $("key-input").value = "";
+    state.overrides = null;
+    for (const id of ["key-input", "override-key", "override-factor", "override-expires", "override-error", "override-ok"]) {
+      const e = $(id);
+      if ("value" in e) e.value = "";
+      else e.textContent = "";
+    }
     $("key-state").replaceChildren();
   }
   state.view = { page, rule };
@@ -716,6 +831,7 @@ function route() {
   if (rule !== null) {
     loadEdit(rule);
     refreshTop().then(render);
+    refreshOverrides().then(render);
   }
   render();
 }
@@ -725,6 +841,7 @@ $("key-form").addEventListener("submit", (ev) => {
   lookupKey($("key-input").value.trim());
 });
 $("edit-form").addEventListener("submit", saveEdit);
+$("override-form").addEventListener("submit", setOverride);
 window.addEventListener("hashchange", route);
 window.addEventListener("resize", render);
 route();

@@ -68,6 +68,21 @@ type recView struct {
 // had 64 tries at 50 and 4 at 60–85; 1 was not measured there.
 const fastTries = 1
 
+// fastOutcome is why a call of allowFast left its decision to the lock,
+// or that the locked path then waited for it: counted under the build tag
+// limiterstats (faststats_on.go), to see where a hot key's decisions go.
+// (What the CAS decided is not counted: a shared counter would be one
+// more contended line on every decision.)
+type fastOutcome uint8
+
+const (
+	fastLost    fastOutcome = iota // the CAS lost to another decision on the key: to the lock
+	fastFrozen                     // a lock holder had frozen the key's word: to the lock
+	fastNotFast                    // not for the CAS (a new key, a denial, a new window…): to the lock
+	lockWaited                     // the locked path waited for the shard's lock
+	fastOutcomes
+)
+
 // lockFreeWord is the CAS word of p's records if its keys fit the
 // lock-free path, else 0.
 func (p *plan) lockFreeWord() int {
@@ -96,10 +111,12 @@ func (p *plan) lockFreeWord() int {
 func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas bool) bool {
 	lp := &p.limits[0]
 	if cost < 1 {
+		fastCount(fastNotFast)
 		return false
 	}
 	v := s.table.view.Load()
 	if v == nil {
+		fastCount(fastNotFast)
 		return false
 	}
 	c := s.table.cw
@@ -110,22 +127,26 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas
 	for range fastTries {
 		i, ok := v.find(h)
 		if !ok {
+			fastCount(fastNotFast)
 			return false
 		}
 		r := v.recs[i*3 : i*3+3 : i*3+3]
 		w0 := atomic.LoadUint64(&r[0])
 		if w0&flagBits != usedBits { // unreferenced, unsnapshotted, spent, or gone
+			fastCount(fastNotFast)
 			return false
 		}
 		old := atomic.LoadUint64(&r[c])
 		other := atomic.LoadUint64(&r[3-c])
 		if old == frozenWord || atomic.LoadUint64(&r[0]) != w0 {
+			fastCount(fastFrozen)
 			return false
 		}
 		x := old ^ h ^ mixWord(other)
 		var st step
 		next, delay, ran, ok := admit(&st, p, lp, other, x, now, cur, cost)
 		if !ok {
+			fastCount(fastNotFast)
 			return false
 		}
 		if atomic.CompareAndSwapUint64(&r[c], old, next^h^mixWord(other)) {
@@ -141,6 +162,7 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas
 			return true
 		}
 	}
+	fastCount(fastLost)
 	return false
 }
 

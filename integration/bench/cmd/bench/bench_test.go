@@ -202,3 +202,27 @@ func TestCPUSectionRowsOwnSamples(t *testing.T) {
 		t.Errorf("no %q in:\n%s", want, out)
 	}
 }
+
+// The micro section shows the hot key with a busy process beside it, in
+// its own column and in the ratios over the best peer.
+func TestMicroSectionBusy(t *testing.T) {
+	res := &results{Micro: benchResults{}, MicroBusy: benchResults{}}
+	for c, ns := range map[string]float64{"edgelimit/sliding_window": 20, "uber-ratelimit": 25} {
+		for _, s := range microShapes {
+			res.Micro[s.bench+"/"+c] = map[string][]float64{"ns/op": {ns}}
+		}
+		res.MicroBusy["BenchmarkHotKey/"+c] = map[string][]float64{"ns/op": {2 * ns}}
+	}
+	var b strings.Builder
+	microSection(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }, res)
+	out := b.String()
+	for _, want := range []string{
+		"| edgelimit/sliding_window | 20 | 20 | 20 | 40 | 0 | — |",
+		"| uber-ratelimit | 25 | 25 | 25 | 50 | 0 | — |",
+		"| hot key, busy process beside it, ns/op | uber-ratelimit (50) | 0.80 | 0.80 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}

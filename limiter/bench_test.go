@@ -42,11 +42,14 @@ func BenchmarkHotKey(b *testing.B) {
 // decisions to the lock and how often the lock was waited for, under the build tag
 // limiterstats (faststats_on.go); nothing in a normal build.
 func reportFastCounts(b *testing.B) {
-	n := takeFastCounts()
+	n, waitNs := takeFastCounts()
 	for o, name := range [fastOutcomes]string{"cas-lost", "frozen", "not-fast", "lock-waited"} {
 		if n[o] > 0 {
 			b.ReportMetric(float64(n[o])/float64(b.N), name+"/op")
 		}
+	}
+	if waitNs > 0 {
+		b.ReportMetric(float64(waitNs)/float64(b.N), "lock-wait-ns/op")
 	}
 }
 

@@ -2,7 +2,10 @@
 
 package limiter
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Under the build tag limiterstats, allowFast counts why it left a
 // decision to the lock, and the locked path whether it had to wait for it
@@ -16,6 +19,10 @@ import "sync/atomic"
 // fastCounts are the counts since the last takeFastCounts, by outcome.
 var fastCounts [fastOutcomes]atomic.Uint64
 
+// lockWaitNs is the time the locked path waited for a lock it found
+// taken, in ns, since the last takeFastCounts.
+var lockWaitNs atomic.Uint64
+
 // fastCount counts one outcome.
 func fastCount(o fastOutcome) { fastCounts[o].Add(1) }
 
@@ -23,14 +30,17 @@ func fastCount(o fastOutcome) { fastCounts[o].Add(1) }
 func lockShard(s *shard) {
 	if !s.mu.TryLock() {
 		fastCount(lockWaited)
+		t := time.Now()
 		s.mu.Lock()
+		lockWaitNs.Add(uint64(time.Since(t)))
 	}
 }
 
-// takeFastCounts is the counts since the last call, which it resets.
-func takeFastCounts() (n [fastOutcomes]uint64) {
+// takeFastCounts is the counts since the last call, and the time waited
+// for the lock, which it resets.
+func takeFastCounts() (n [fastOutcomes]uint64, waitNs uint64) {
 	for i := range n {
 		n[i] = fastCounts[i].Swap(0)
 	}
-	return n
+	return n, lockWaitNs.Swap(0)
 }

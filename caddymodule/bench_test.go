@@ -146,19 +146,7 @@ func BenchmarkDenial(b *testing.B) {
 		status  int
 	}{{"allowed", allowing, 200}, {"denied", denying, 429}} {
 		b.Run(bc.name, func(b *testing.B) {
-			base := newRequest("5.255.255.7")
-			ctx := context.WithValue(base.Context(), caddyhttp.ServerCtxKey, &caddyhttp.Server{})
-			serve := func(w *httptest.ResponseRecorder) {
-				clear(w.Header())
-				w.Header().Set("Server", "Caddy")
-				vars := map[string]any{caddyhttp.ClientIPVarKey: "5.255.255.7"}
-				repl := caddy.NewReplacer()
-				repl.Map(func(string) (any, bool) { return nil, false }) // where Caddy's server puts its http.* placeholders
-				c := context.WithValue(context.WithValue(ctx, caddy.ReplacerCtxKey, repl), caddyhttp.VarsCtxKey, vars)
-				if err := bc.handler.ServeHTTP(w, base.WithContext(c)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			serve := asCaddyServes(b, bc.handler, "5.255.255.7")
 			serve(httptest.NewRecorder()) // the tight rule's one allowed request
 			first := httptest.NewRecorder()
 			if serve(first); first.Code != bc.status {
@@ -170,5 +158,26 @@ func BenchmarkDenial(b *testing.B) {
 				serve(w)
 			}
 		})
+	}
+}
+
+// asCaddyServes is a function serving handler a request from clientIP
+// into a recorder as Caddy's server would: the recorder's headers cleared
+// but for Server, fresh vars and a fresh replacer (with the server's
+// http.* provider) in the request's context, and a server without
+// handle_errors routes.
+func asCaddyServes(tb testing.TB, handler caddyhttp.Handler, clientIP string) func(*httptest.ResponseRecorder) {
+	base := newRequest(clientIP)
+	ctx := context.WithValue(base.Context(), caddyhttp.ServerCtxKey, &caddyhttp.Server{})
+	return func(w *httptest.ResponseRecorder) {
+		clear(w.Header())
+		w.Header().Set("Server", "Caddy")
+		vars := map[string]any{caddyhttp.ClientIPVarKey: clientIP}
+		repl := caddy.NewReplacer()
+		repl.Map(func(string) (any, bool) { return nil, false }) // where Caddy's server puts its http.* placeholders
+		c := context.WithValue(context.WithValue(ctx, caddy.ReplacerCtxKey, repl), caddyhttp.VarsCtxKey, vars)
+		if err := handler.ServeHTTP(w, base.WithContext(c)); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }

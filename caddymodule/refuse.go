@@ -66,7 +66,7 @@ func (h *Handler) refuse(w http.ResponseWriter, q *request, took *takings, slots
 	case refusedConcurrent, refusedFull:
 		ru.setConcurrentHeaders(hdr, x.n, 0)
 		hdr.Set("Retry-After", "1")
-		h.shown(q, ru, x.f.key, 1)
+		h.shown(q, new(shownRefusal), ru, x.f.key, 1)
 		h.logDenial(ru, q, x.f.key, &limiter.Decision{RetryAfter: time.Second}, false)
 		h.emitDenial(ru, q, x.f.key, 1)
 		return respond(w, q.r, ru, x.why, []string{ru.conc.name}, 1)
@@ -78,14 +78,13 @@ func (h *Handler) refuse(w http.ResponseWriter, q *request, took *takings, slots
 // Retry-After (the wait, with the rule's jitter), the placeholders, a log
 // line and the event, and a 429.
 func (h *Handler) deny(w http.ResponseWriter, q *request, f facts, ru *rule, d *limiter.Decision) error {
-	ru.setHeaders(w.Header(), d)
 	wait := denialWait(d, f.cost)
 	if ru.RetryJitter > 0 {
 		wait += time.Duration(rand.Float64() * ru.RetryJitter * float64(wait))
 	}
 	secs := max(1, ceilSeconds(wait))
-	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	h.shown(q, ru, f.key, secs)
+	hv := ru.writeHeaders(w.Header(), d, secs) // Retry-After too, and room for the placeholders
+	h.shown(q, &hv.shown, ru, f.key, secs)
 	h.logDenial(ru, q, f.key, d, false)
 	h.emitDenial(ru, q, f.key, secs)
 	var violated []string
@@ -105,9 +104,8 @@ func (h *Handler) refuseBlocked(w http.ResponseWriter, q *request, f facts, ru *
 	for i, l := range ru.Limits {
 		d.Quotas[i] = limiter.Quota{Limit: limiter.ScaledCount(l.Count, f.scale), Window: l.Span(), Reset: rest, Effective: rest}
 	}
-	ru.setHeaders(w.Header(), &d)
-	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	h.shown(q, ru, f.key, secs)
+	hv := ru.writeHeaders(w.Header(), &d, secs)
+	h.shown(q, &hv.shown, ru, f.key, secs)
 	return respond(w, q.r, ru, refusedBlocked, ru.policies, secs)
 }
 
@@ -255,23 +253,32 @@ type shownRefusal struct {
 }
 
 // shown makes the request's placeholders show ru's refusal of key, secs
-// being its Retry-After.
-func (h *Handler) shown(q *request, ru *rule, key string, secs int64) {
-	setRefusal(q.r, q.repl, shownRefusal{rule: ru.Name, key: shownKey(key), retryAfterSec: secs})
+// being its Retry-After, keeping it in *at (the refusal's headerValues,
+// so that it costs no allocation of its own) unless an earlier refusal
+// of the request keeps it already.
+func (h *Handler) shown(q *request, at *shownRefusal, ru *rule, key string, secs int64) {
+	*at = shownRefusal{rule: ru.Name, key: shownKey(key), retryAfterSec: secs}
+	showRefusal(q.r, q.repl, at)
 }
 
-// setRefusal makes the request's placeholders show v. They are one
-// replacer provider, resolved when something reads them (a handle_errors
-// route, a log): four entries in the replacer's map would cost a denial
-// the map itself, and a boxed value each, for placeholders most configs
-// never read.
+// setRefusal makes the request's placeholders show v.
 func setRefusal(r *http.Request, repl *caddy.Replacer, v shownRefusal) {
+	showRefusal(r, repl, &v)
+}
+
+// showRefusal makes the request's placeholders show *p. They are one
+// replacer provider, resolved when something reads them (a handle_errors
+// route, a log, an outer handler such as intercept): four entries in the
+// replacer's map would cost a denial the map itself, and a boxed value
+// each, for placeholders most configs never read. A second refusal of
+// the request (a rate_limit handler in handle_errors) is copied into the
+// first's, which its provider reads.
+func showRefusal(r *http.Request, repl *caddy.Replacer, p *shownRefusal) {
 	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 	if old, ok := vars[refusalVar].(*shownRefusal); ok {
-		*old = v
+		*old = *p
 		return
 	}
-	p := &v
 	if vars != nil {
 		vars[refusalVar] = p
 	}

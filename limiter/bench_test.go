@@ -25,6 +25,7 @@ func BenchmarkHotKey(b *testing.B) {
 		b.Run(string(algo), func(b *testing.B) {
 			l := mustNew(b, benchConfig(algo, 0))
 			b.ReportAllocs()
+			takeFastCounts()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if !l.AllowAt("hot", base, 1).Allowed {
@@ -32,7 +33,23 @@ func BenchmarkHotKey(b *testing.B) {
 					}
 				}
 			})
+			reportFastCounts(b)
 		})
+	}
+}
+
+// reportFastCounts reports, per decision, why the lock-free path left
+// decisions to the lock and how often the lock was waited for, under the build tag
+// limiterstats (faststats_on.go); nothing in a normal build.
+func reportFastCounts(b *testing.B) {
+	n, waitNs := takeFastCounts()
+	for o, name := range [fastOutcomes]string{"cas-lost", "frozen", "not-fast", "lock-waited"} {
+		if n[o] > 0 {
+			b.ReportMetric(float64(n[o])/float64(b.N), name+"/op")
+		}
+	}
+	if waitNs > 0 {
+		b.ReportMetric(float64(waitNs)/float64(b.N), "lock-wait-ns/op")
 	}
 }
 

@@ -59,7 +59,10 @@
 // request take the lock, and so does every SlidingLog decision (its state
 // is a ring of events, not a word). AllowInto decides into a caller's
 // Decision, and a caller that shows no quota (no RateLimit headers) can
-// ask it for none: the lock-free path then computes none.
+// ask it for none: the lock-free path then computes none. Built with the
+// tag limiterstats (faststats_on.go; faststats.go is the normal build's
+// no-op), the lock-free path counts why it left decisions to the lock
+// and how often the lock was waited for: BenchmarkHotKey reports them.
 // When a shard is full, an idle key or one not used lately (CLOCK, a
 // constant-time approximation of LRU) is evicted. A shard is one open-addressing hash table whose slots are the keys'
 // records, hash and state words together, so a decision on a key not in

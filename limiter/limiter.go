@@ -143,7 +143,7 @@ func (l *Limiter) allow(d *Decision, key string, now time.Time, cost int64, scal
 	if s.table.cw != 0 && scale == 1 && allowFast(d, p, h, s, t, cost, quotas) {
 		return
 	}
-	s.mu.Lock()
+	lockShard(s)
 	slot, ok := s.table.find(h)
 	if ok && p.oneLog && !quotas && scale == 1 && s.table.record(slot)[0]&flagBits == usedBits &&
 		logTake(&s.table.logsAt(slot)[0], t, p.limits[0].w, p.limits[0].n, cost) {

@@ -65,8 +65,28 @@ type recView struct {
 // 2-core Intel VM, 2026-12-01, alternated): 1 try 42–50 ns/op for every
 // CAS algorithm, 2 tries 55–102, 64 tries 78–109, uber-ratelimit (a
 // load and a CAS, retried) 70–90. An earlier session, on an AMD VM,
-// had 64 tries at 50 and 4 at 60–85; 1 was not measured there.
+// had 64 tries at 50 and 4 at 60–85; 1 was not measured there. Counted
+// (build tag limiterstats) on a 2-core AMD VM under a load average of
+// 11–17 (2026-12-04): 10^-6 to 3×10^-3 decisions a lost CAS or a frozen
+// word, each lock wait 8–12 µs on average (a holder off its core), in
+// all 1.5–5% of the deciding goroutines' time; 4 tries alternated with 1
+// measured no different (72–102 ns/op both).
 const fastTries = 1
+
+// fastOutcome is why a call of allowFast left its decision to the lock,
+// or that the locked path then waited for it: counted under the build tag
+// limiterstats (faststats_on.go), to see where a hot key's decisions go.
+// (What the CAS decided is not counted: a shared counter would be one
+// more contended line on every decision.)
+type fastOutcome uint8
+
+const (
+	fastLost    fastOutcome = iota // the CAS lost to another decision on the key: to the lock
+	fastFrozen                     // a lock holder had frozen the key's word: to the lock
+	fastNotFast                    // not for the CAS (a new key, a denial, a new window…): to the lock
+	lockWaited                     // the locked path waited for the shard's lock
+	fastOutcomes
+)
 
 // lockFreeWord is the CAS word of p's records if its keys fit the
 // lock-free path, else 0.
@@ -96,10 +116,12 @@ func (p *plan) lockFreeWord() int {
 func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas bool) bool {
 	lp := &p.limits[0]
 	if cost < 1 {
+		fastCount(fastNotFast)
 		return false
 	}
 	v := s.table.view.Load()
 	if v == nil {
+		fastCount(fastNotFast)
 		return false
 	}
 	c := s.table.cw
@@ -110,22 +132,26 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas
 	for range fastTries {
 		i, ok := v.find(h)
 		if !ok {
+			fastCount(fastNotFast)
 			return false
 		}
 		r := v.recs[i*3 : i*3+3 : i*3+3]
 		w0 := atomic.LoadUint64(&r[0])
 		if w0&flagBits != usedBits { // unreferenced, unsnapshotted, spent, or gone
+			fastCount(fastNotFast)
 			return false
 		}
 		old := atomic.LoadUint64(&r[c])
 		other := atomic.LoadUint64(&r[3-c])
 		if old == frozenWord || atomic.LoadUint64(&r[0]) != w0 {
+			fastCount(fastFrozen)
 			return false
 		}
 		x := old ^ h ^ mixWord(other)
 		var st step
 		next, delay, ran, ok := admit(&st, p, lp, other, x, now, cur, cost)
 		if !ok {
+			fastCount(fastNotFast)
 			return false
 		}
 		if atomic.CompareAndSwapUint64(&r[c], old, next^h^mixWord(other)) {
@@ -141,6 +167,7 @@ func allowFast(d *Decision, p *plan, h uint64, s *shard, now, cost int64, quotas
 			return true
 		}
 	}
+	fastCount(fastLost)
 	return false
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +165,65 @@ func TestQuartiles(t *testing.T) {
 	}
 	if got := meanFigure([]float64{1.01, 1.02, 1.03, 1.04}); got != "**+2.5%** ± 1.3%" {
 		t.Errorf("meanFigure = %q", got)
+	}
+}
+
+// The cpu section reads each row's own slices: every server of row k
+// costs plain Caddy's CPU plus k+1 percent (edgelimit k+5), so a row
+// showing another's figure shows a wrong number; and the closing line
+// sets the allowing row's edgelimit against the denying row's.
+func TestCPUSectionRowsOwnSamples(t *testing.T) {
+	res := &results{}
+	for k, sc := range cpuScenarios() {
+		row := cpuRow{Scenario: sc, Runs: map[string][]cpuRun{}, Plain: map[string][]cpuRun{}, Slice: time.Second}
+		for _, srv := range cpuServers[1:] {
+			over := float64(k + 1)
+			if srv.name == cpuEdgelimit {
+				over = float64(k + 5)
+			}
+			for slice := range 4 {
+				plainCPU := time.Duration(20_000+1000*slice) * time.Millisecond // 20 µs a request, and more
+				row.Plain[srv.name] = append(row.Plain[srv.name], cpuRun{Requests: 1e6, CPU: plainCPU})
+				row.Runs[srv.name] = append(row.Runs[srv.name], cpuRun{Requests: 1e6, CPU: time.Duration(float64(plainCPU) * (1 + over/100))})
+			}
+		}
+		res.CPU = append(res.CPU, row)
+	}
+	var b strings.Builder
+	cpuSection(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }, res)
+	out := b.String()
+	for k, sc := range cpuScenarios() {
+		other, ours := fmt.Sprintf("**+%d.0%%** ± 0.0%%", k+1), fmt.Sprintf("**+%d.0%%** ± 0.0%%", k+5)
+		want := fmt.Sprintf("| %s | %s | %s | %s | %s |", sc.Name, other, other, other, ours)
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q in:\n%s", want, out)
+		}
+	}
+	if want := "an allowed request **+5.0%** ± 0.0%, a denied one **+6.0%** ± 0.0%."; !strings.Contains(out, want) {
+		t.Errorf("no %q in:\n%s", want, out)
+	}
+}
+
+// The micro section shows the hot key with a busy process beside it, in
+// its own column and in the ratios over the best peer.
+func TestMicroSectionBusy(t *testing.T) {
+	res := &results{Micro: benchResults{}, MicroBusy: benchResults{}}
+	for c, ns := range map[string]float64{"edgelimit/sliding_window": 20, "uber-ratelimit": 25} {
+		for _, s := range microShapes {
+			res.Micro[s.bench+"/"+c] = map[string][]float64{"ns/op": {ns}}
+		}
+		res.MicroBusy["BenchmarkHotKey/"+c] = map[string][]float64{"ns/op": {2 * ns}}
+	}
+	var b strings.Builder
+	microSection(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }, res)
+	out := b.String()
+	for _, want := range []string{
+		"| edgelimit/sliding_window | 20 | 20 | 20 | 40 | 0 | — |",
+		"| uber-ratelimit | 25 | 25 | 25 | 50 | 0 | — |",
+		"| hot key, busy process beside it, ns/op | uber-ratelimit (50) | 0.80 | 0.80 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
 	}
 }

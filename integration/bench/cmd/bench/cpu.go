@@ -189,20 +189,24 @@ func cpuRowRun(binDir, dir string, sc scenario, slices int, d time.Duration) (cp
 }
 
 // rateLimitHeaders is the RateLimit, RateLimit-Policy and Retry-After
-// headers of a response from url, to a request that carries the key
-// header of the scripts: what plain Caddy sends in the "plain + headers"
-// control.
+// headers of the second of two responses from url, to requests that carry
+// the key header of the scripts: what plain Caddy sends in the "plain +
+// headers" control. The second: a denying row's key (a limit of 1) has
+// its first request allowed, and the control must send what a denial
+// sends, Retry-After included.
 func rateLimitHeaders(url string) (http.Header, error) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
+	var resp *http.Response
+	for range 2 {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("X-Client", "client-probe")
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			return nil, err
+		}
+		resp.Body.Close()
 	}
-	req.Header.Set("X-Client", "client-probe")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body.Close()
 	h := http.Header{}
 	for _, k := range []string{"RateLimit", "RateLimit-Policy", "Retry-After"} {
 		if v := resp.Header.Values(k); len(v) > 0 {

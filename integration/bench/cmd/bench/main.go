@@ -9,7 +9,8 @@
 // subsections of BENCHMARKS.md are left as they are):
 //
 //	micro     limiter microbenchmarks: edgelimit's algorithms, x/time/rate,
-//	          httprate, uber ratelimit (package limiters), and the handler
+//	          httprate, uber ratelimit (package limiters), the hot key
+//	          again with a busy process beside it, and the handler
 //	          benchmark of the plugin's own module
 //	accuracy  sliding_window against an exact sliding log on bursty traces
 //	e2e       three Caddy v2.11.9 binaries (plain, edgelimit,
@@ -47,18 +48,21 @@ import (
 
 // results is everything one run measured; each stage fills its part.
 type results struct {
-	Env      environment
-	Micro    benchResults
-	Handler  benchResults
-	Accuracy []accuracyRow
-	E2E      []e2eRow
-	Plain    map[string][]wrkResult
-	Stores   []storeRow
-	Memory   []memoryRow
-	Exact    []exactRow
-	Boundary []boundaryRow
-	CPU      []cpuRow
-	Took     map[string]time.Duration
+	Env   environment
+	Micro benchResults
+	// MicroBusy is BenchmarkHotKey with a busy process beside it
+	// (microHotBusy).
+	MicroBusy benchResults `json:",omitempty"`
+	Handler   benchResults
+	Accuracy  []accuracyRow
+	E2E       []e2eRow
+	Plain     map[string][]wrkResult
+	Stores    []storeRow
+	Memory    []memoryRow
+	Exact     []exactRow
+	Boundary  []boundaryRow
+	CPU       []cpuRow
+	Took      map[string]time.Duration
 	// Ran is when each stage last ran (UTC): stages rerun with -only
 	// are newer than the rest.
 	Ran map[string]string `json:",omitempty"`
@@ -67,6 +71,10 @@ type results struct {
 var stages = []string{"micro", "accuracy", "e2e", "stores", "memory", "exact", "boundary", "cpu"}
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == busyLoopArg {
+		busyLoop() // the micro stage's busy process (busyBeside)
+		return
+	}
 	only := flag.String("only", "", "comma-separated stages to run ("+strings.Join(stages, ",")+"); the rest come from results/")
 	quick := flag.Bool("quick", false, "one short run of everything: checks the harness, figures not fit to publish")
 	out := flag.String("out", "../../BENCHMARKS.md", "the file whose generated section is rewritten")
@@ -157,6 +165,9 @@ func main() {
 	runStage("micro", func() (err error) {
 		res.Micro, err = microLimiters(benchtime).runRounds(rounds)
 		if err != nil {
+			return err
+		}
+		if res.MicroBusy, err = microHotBusy(benchtime).runRounds(rounds); err != nil {
 			return err
 		}
 		bytes, err := microBytes().run()

@@ -9,12 +9,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A goBench is one `go test -bench` invocation.
 type goBench struct {
 	Dir  string   // where to run it
 	Args []string // after `go test`
+	// Busy runs a busy process beside it (busyBeside): a hot key's
+	// decisions when the machine has other work.
+	Busy bool
 }
 
 // command is how a reader reruns b, from the repository's root.
@@ -42,6 +46,13 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 
 // run runs b, echoing its output to stderr, and collects every figure.
 func (b goBench) run() (benchResults, error) {
+	if b.Busy {
+		stop, err := busyBeside()
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 	cmd := exec.Command("go", append([]string{"test"}, b.Args...)...)
 	cmd.Dir = b.Dir
 	cmd.Stderr = os.Stderr
@@ -113,6 +124,49 @@ const (
 // rounds (runRounds).
 func microLimiters(benchtime string) goBench {
 	return goBench{Dir: ".", Args: []string{"-run", "^$", "-bench", "HotKey|Uniform1M|Zipf1M", "-benchmem", "-count", "1", "-benchtime", benchtime, "./limiters"}}
+}
+
+// microHotBusy is the hot-key microbenchmark with a busy process beside
+// it: on two cores, one P of the two deciding on the key is taken off its
+// core now and then, as on a machine with other work.
+func microHotBusy(benchtime string) goBench {
+	return goBench{Dir: ".", Args: []string{"-run", "^$", "-bench", "^BenchmarkHotKey$", "-benchmem", "-count", "1", "-benchtime", benchtime, "./limiters"}, Busy: true}
+}
+
+// busyLoopArg as the command's first argument makes it the busy process
+// of busyBeside: it spins until it is killed, or busyLoopMax has passed.
+const (
+	busyLoopArg = "-busy-loop"
+	busyLoopMax = 10 * time.Minute
+)
+
+// busyLoop spins on one core for busyLoopMax at most.
+func busyLoop() {
+	deadline := time.Now().Add(busyLoopMax)
+	for x := uint64(1); time.Now().Before(deadline); {
+		for range 1 << 20 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+		}
+	}
+}
+
+// busyBeside starts this command as a busy process (busyLoopArg), and
+// returns what stops it.
+func busyBeside() (stop func(), err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, busyLoopArg)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}, nil
 }
 
 // runRounds runs b rounds times and collects every figure. A benchmark's

@@ -225,6 +225,10 @@ func contenders(res benchResults) []string {
 	return append(ours, peers...)
 }
 
+// busyHotKey names the column of the hot key with a busy process beside
+// it among the ratios' columns (res.MicroBusy's BenchmarkHotKey).
+const busyHotKey = "busy:BenchmarkHotKey"
+
 func microSection(p printer, res *results) {
 	if len(res.Micro) == 0 {
 		return
@@ -233,11 +237,12 @@ func microSection(p printer, res *results) {
 	p("One harness for every contender (`integration/bench/limiters`): a limit every request passes, so the whole decision runs and state is written; ")
 	p("the time is passed in where the API takes it. Hot key and 1M keys run under `b.RunParallel` on 2 Ps. ")
 	p("Median of the runs, with the range; the runs are %d rounds, each running every contender once, so that each contender's runs spread over the same minutes. B/key: live heap after 1,000,000 keys, after a GC, over 1e6.\n\n", microRounds)
+	p("The hot key runs a second time with a busy process beside it (`%s`, run by the bench command: one core spinning), a P of the two deciding on the key taken off its core now and then, as on a machine with other work.\n\n", microHotBusy(microBenchtime).command("integration/bench"))
 	p("| contender |")
 	for _, s := range microShapes {
 		p(" %s |", s.title)
 	}
-	p(" allocs/op | B/key |\n|---|---|---|---|---|---|\n")
+	p(" hot key, busy process beside it, ns/op | allocs/op | B/key |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range contenders(res.Micro) {
 		p("| %s |", c)
 		allocs := 0.0
@@ -248,19 +253,22 @@ func microSection(p printer, res *results) {
 				allocs = a
 			}
 		}
-		p(" %s | %s |\n", num(allocs), figure(res.Micro["BenchmarkBytesPerKey/"+c]["B/key"]))
+		p(" %s | %s | %s |\n", figure(res.MicroBusy["BenchmarkHotKey/"+c]["ns/op"]), num(allocs), figure(res.Micro["BenchmarkBytesPerKey/"+c]["B/key"]))
 	}
 	p("\nRatios, edgelimit's default (`sliding_window`) and its best algorithm over the best peer (below 1: edgelimit is faster or smaller):\n\n")
 	p("| figure | best peer | sliding_window / best peer | best edgelimit / best peer |\n|---|---|---|---|\n")
-	columns := append(microShapes, struct{ bench, title string }{"BenchmarkBytesPerKey", "bytes per key"})
+	columns := append(microShapes, struct{ bench, title string }{"BenchmarkBytesPerKey", "bytes per key"}, struct{ bench, title string }{busyHotKey, "hot key, busy process beside it, ns/op"})
 	for _, s := range columns {
-		unit := "ns/op"
-		if s.bench == "BenchmarkBytesPerKey" {
+		unit, from, bench := "ns/op", res.Micro, s.bench
+		switch s.bench {
+		case "BenchmarkBytesPerKey":
 			unit = "B/key"
+		case busyHotKey:
+			from, bench = res.MicroBusy, "BenchmarkHotKey"
 		}
 		bestPeer, peerName, bestOurs := 0.0, "", 0.0
 		for _, c := range contenders(res.Micro) {
-			v := median(res.Micro[s.bench+"/"+c][unit])
+			v := median(from[bench+"/"+c][unit])
 			if v == 0 {
 				continue
 			}
@@ -272,7 +280,7 @@ func microSection(p printer, res *results) {
 				bestPeer, peerName = v, c
 			}
 		}
-		def := median(res.Micro[s.bench+"/edgelimit/sliding_window"][unit])
+		def := median(from[bench+"/edgelimit/sliding_window"][unit])
 		if bestPeer == 0 {
 			continue
 		}

@@ -13,7 +13,7 @@ func cpuSection(p printer, res *results) {
 		return
 	}
 	p("### CPU per request, end to end\n\n")
-	p("Six Caddy servers per row, each serving `static_response \"ok\"`: plain Caddy; a second copy of it; plain Caddy whose `static_response` also sends the RateLimit, RateLimit-Policy (and on a denial Retry-After) values edgelimit sent to a first request (\"plain + headers\"); edgelimit's rule with `headers off`; edgelimit; caddy-ratelimit (which sends no rate-limit headers on an allowed request). ")
+	p("Six Caddy servers per row, each serving `static_response \"ok\"`: plain Caddy; a second copy of it; plain Caddy whose `static_response` also sends the RateLimit, RateLimit-Policy (and on a denial Retry-After) values edgelimit sent to a second request, a denial in the denying rows (\"plain + headers\"); edgelimit's rule with `headers off`; edgelimit; caddy-ratelimit (which sends no rate-limit headers on an allowed request). ")
 	p("The six run at once, pinned to core 0 with GOMAXPROCS=1, after a 1 s warm-up each. ")
 	p("In each slice of %v plain Caddy and one other server take load together, from two wrk processes on core 1 (one thread, %d connections each), the other server rotating; %d slices per server. ", cpuSliceLength(res), loadConns, cpuSliceCount(res))
 	p("CPU per request is a server's time on the core (`/proc/<pid>/task/*/schedstat`, every thread, in ns) over the slice, divided by the requests it served: ")

@@ -66,7 +66,7 @@ func e2eSection(p printer, res *results) {
 	p("### End to end: three Caddy binaries\n\n")
 	p("Caddy %s built three ways from the benchmark module: `plain` (standard modules), `edgelimit` (this plugin), `caddy-ratelimit` (`github.com/mholt/caddy-ratelimit` v0.1.0, upgraded to this Caddy). ", res.Env.Caddy)
 	p("Each serves `static_response \"ok\"` on 127.0.0.1 with logs at ERROR, pinned to core 0 with GOMAXPROCS=1; ")
-	p("wrk (one thread, %d connections) runs pinned to core 1. Each row runs once per round, %d rounds, the binaries in a rotated order; ", loadConns, rounds(res))
+	p("wrk (one thread, %d connections) runs pinned to core 1. Each row runs once per round, %d rounds, the binaries (plain Caddy too: a row is set against its own plain runs) in a rotated order; ", loadConns, rounds(res))
 	p("each run is a fresh server, a 1 s warm-up, then the measured run. Ratios are taken within a round, then the median (range) over rounds.\n\n")
 	p("Limits, the same for both limiters: \"one key\" keys by client IP (everything comes from 127.0.0.1); \"200,000 keys\" keys by an `X-Client` header that wrk sets per request, round robin; ")
 	p("caddy-ratelimit's `max_events` and `window` are the limit. The 90%%-denied rows: one key at a tenth of plain Caddy's throughput per second; ")

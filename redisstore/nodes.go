@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,15 +52,21 @@ type FleetConfig struct {
 // TTL after its last beat; Leave forgets it at once.
 //
 // A Fleet starts no goroutine: its owner calls Beat, more often than TTL,
-// each call with a deadline. Nodes is the count the last successful beat
-// returned, 1 before any and never less: while Redis is away, the last
-// fleet seen is the best guess. A Fleet is safe for concurrent use.
+// each call with a deadline. Nodes is the count of the successful beat
+// started last, 1 before any and never less: while Redis is away, the
+// last fleet seen is the best guess. A Fleet is safe for concurrent use.
 type Fleet struct {
 	client redis.UniversalClient
 	key    string
 	id     string
 	ttl    int64 // ms
 	nodes  atomic.Int64
+
+	// Beats may overlap (a heartbeat and a caller of its own): the count
+	// of the latest one started wins, not of the one that answers last.
+	started atomic.Uint64 // beats started
+	mu      sync.Mutex    // guards stored and the store of nodes
+	stored  uint64        // the beat whose count nodes holds
 }
 
 // fleetScript registers ARGV[1] until now+ARGV[2] ms, forgets the expired
@@ -122,8 +129,9 @@ func (f *Fleet) ID() string { return f.id }
 // TTL is how long this node stays counted after a beat.
 func (f *Fleet) TTL() time.Duration { return time.Duration(f.ttl) * time.Millisecond }
 
-// Nodes is the number of nodes the last successful Beat counted, this one
-// included; 1 before any.
+// Nodes is the number of nodes the successful Beat started last counted,
+// this one included (a beat that answers after a later one does not count);
+// 1 before any.
 func (f *Fleet) Nodes() int { return int(f.nodes.Load()) }
 
 // Beat registers this node for another TTL, on Redis's clock, forgets the
@@ -131,12 +139,18 @@ func (f *Fleet) Nodes() int { return int(f.nodes.Load()) }
 // included. On an error (Redis away, ctx's deadline) it returns the last
 // count, which it keeps.
 func (f *Fleet) Beat(ctx context.Context) (int, error) {
+	seq := f.started.Add(1)
 	n, err := fleetScript.Run(ctx, f.client, []string{f.key}, f.id, f.ttl).Int64()
 	if err != nil {
 		return f.Nodes(), fmt.Errorf("redisstore: fleet beat: %w", wrapUnavailable(err))
 	}
 	n = max(n, 1)
-	f.nodes.Store(n)
+	f.mu.Lock()
+	if seq > f.stored { // an earlier beat answering late does not undo a later one
+		f.stored = seq
+		f.nodes.Store(n)
+	}
+	f.mu.Unlock()
 	return int(n), nil
 }
 

@@ -75,7 +75,11 @@
 //
 // Every admission sets a PEXPIRE on the key's Redis keys: until the
 // longest window ends (fixed_window, sliding_log), two windows (the
-// previous count of sliding_window), or the furthest TAT (the buckets).
+// previous count of sliding_window), or the furthest TAT (the buckets),
+// and at least a second: a state past its window is ignored when read, and
+// a key whose window ends a few µs after its decision (on the caller's
+// clock, which tests give the scripts) is not gone, in Redis's own time,
+// before a give-back of that decision lands.
 // An idle key disappears from Redis on its own; a denial or a refund never
 // creates one.
 //

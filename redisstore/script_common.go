@@ -80,6 +80,7 @@ for i = 1, L do
   if W[i] < W[bi] then bi = i end
 end
 local H = KEYS[1]
+local minttl = 1000 -- ms: see doc.go's Memory
 -- BK is the block's hash (nil: no blocks); NC the keys of the counters
 local BK, NC = nil, #KEYS
 if nb > 0 then BK, NC = KEYS[#KEYS], #KEYS - 1 end
@@ -209,8 +210,9 @@ local function clamp()
     if a then BA, BB = a, b; set('ba', a); set('bb', b) end
   end
 end
+-- expire keeps the keys keep µs, at least minttl ms
 local function expire(keep)
-  local ms = cdiv(keep, 1000)
+  local ms = max(cdiv(keep, 1000), minttl)
   for k = 1, NC do redis.call('PEXPIRE', KEYS[k], ms) end
 end
 if op == 'r' then

@@ -33,6 +33,7 @@ var ErrUnavailable = errors.New("redis unavailable")
 type Store struct {
 	client  redis.UniversalClient
 	script  *redis.Script
+	allow   *redis.Script // one request's "a" for the simple configs (Config.allowScript); nil: script does all
 	cfg     Config
 	args    []any // ARGV from index 5 on, at scale 1
 	prefix  string
@@ -67,6 +68,9 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	cfg.Limits = append([]limiter.Limit(nil), cfg.Limits...)
 	cfg.BlockFor = append([]time.Duration(nil), cfg.BlockFor...)
 	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now, blocks: len(cfg.BlockFor) > 0}
+	if src := cfg.allowScript(); src != "" {
+		s.allow = redis.NewScript(src)
+	}
 	s.stats = cfg.Counters
 	s.batch = cfg.Batcher
 	if s.batch == nil {
@@ -313,7 +317,11 @@ func (s *Store) call(key, op string, cost int64, n int, scale float64, gathered 
 	}
 	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), n, scaled, s.clockArg())
 	args = append(args, rest...)
-	return &batchCall{script: s.script, keys: s.RedisKeys(key), args: args, breaker: s.breaker, gathered: gathered}
+	script := s.script
+	if op == "a" && n == 1 && s.allow != nil {
+		script = s.allow
+	}
+	return &batchCall{script: script, keys: s.RedisKeys(key), args: args, breaker: s.breaker, gathered: gathered}
 }
 
 // errGatheredLate wraps the timeout of a coalesced call (see callN): not

@@ -15,7 +15,9 @@ import (
 // TestBatchedExact: the exactness run (64 goroutines, 5000 attempts on
 // one key limited to 1000 an hour) with every Store on one client and one
 // Batcher: exactly 1000 pass on every algorithm, each attempt is one
-// script, and they went in fewer round trips than scripts.
+// script (and the first pipeline's may be sent twice, if it reached Redis
+// before the script: NOSCRIPT, then the source), and they went in fewer
+// round trips than attempts.
 func TestBatchedExact(t *testing.T) {
 	_, c := start(t)
 	for _, algo := range algorithms {
@@ -26,8 +28,8 @@ func TestBatchedExact(t *testing.T) {
 			hammer(t, func() *Store { return newStore(t, c, cfg) })
 			trips, scripts := wire.RoundTrips.Load(), wire.Scripts.Load()
 			t.Logf("%d scripts in %d round trips", scripts, trips)
-			if scripts != attempts || trips >= scripts {
-				t.Fatalf("%d scripts in %d round trips; want %d scripts in fewer", scripts, trips, attempts)
+			if scripts < attempts || scripts > attempts+DefaultMaxBatch || trips >= attempts {
+				t.Fatalf("%d scripts in %d round trips; want %d scripts (and at most one pipeline's resend) in fewer", scripts, trips, attempts)
 			}
 		})
 	}

@@ -267,12 +267,16 @@ func cpuTimes(servers ...*server) ([]time.Duration, error) {
 }
 
 // cpuTime is the server's time on a core so far, every thread's (taskset
-// execs the server, so the pid is the server's). A thread that exits
-// takes its time with it; Go's runtime keeps its threads.
-func (s *server) cpuTime() (time.Duration, error) {
-	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", s.cmd.Process.Pid))
+// execs the server, so the pid is the server's).
+func (s *server) cpuTime() (time.Duration, error) { return procCPU(s.cmd.Process.Pid) }
+
+// procCPU is process pid's time on a core so far, every thread's. A
+// thread that exits takes its time with it; Go's runtime and redis-server
+// keep theirs.
+func procCPU(pid int) (time.Duration, error) {
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	if err != nil || len(files) == 0 {
-		return 0, fmt.Errorf("no /proc/%d/task/*/schedstat (a kernel without CONFIG_SCHED_INFO?)", s.cmd.Process.Pid)
+		return 0, fmt.Errorf("no /proc/%d/task/*/schedstat (a kernel without CONFIG_SCHED_INFO?)", pid)
 	}
 	var sum time.Duration
 	for _, f := range files {

@@ -121,7 +121,7 @@ func fleetOnce(binDir, dir string, c fleetCase) (fleetRun, error) {
 	}
 	defer os.RemoveAll(work)
 	if c.Bin == edgelimit {
-		stop, err := startRedis(work)
+		stop, _, err := startRedis(work)
 		if err != nil {
 			return r, err
 		}

@@ -45,6 +45,13 @@ type storeRow struct {
 	Store, Shape string
 	Runs         []wrkResult
 	Via          []map[string]int64 `json:",omitempty"` // per round, Redis rules' requests by how decided (caddy_rate_limit_store_requests_total), and "round_trips" (caddy_rate_limit_store_round_trips_total)
+	CPU          []storeCPU         `json:",omitempty"` // per round
+}
+
+// storeCPU is the time on a core per request of the measured run: the
+// server's, and redis-server's (0 for a store without Redis).
+type storeCPU struct {
+	ServerUS, RedisUS float64
 }
 
 // runStores measures edgelimit with its state in each store, on one key
@@ -53,7 +60,7 @@ type storeRow struct {
 // Redis runs on core 0 with the server (a Redis on the same host), wrk on
 // core 1.
 func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
-	stop, err := startRedis(dir)
+	stop, redisPID, err := startRedis(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -76,13 +83,14 @@ func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
 		for i, sh := range shapes {
 			for k := range cases {
 				c := (k + round) % len(cases)
-				r, via, err := measureStore(binDir, dir, sh, cases[c], cfg)
+				r, via, cpu, err := measureStore(binDir, dir, sh, cases[c], cfg, redisPID)
 				if err != nil {
 					return nil, err
 				}
 				row := &rows[i*len(cases)+c]
 				log.Printf("round %d, %s, %s: %.0f req/s, p50 %v, p99 %v, %d denied, %d errors, redis %v", round+1, sh.Name, cases[c].Name, r.RPS, r.P50, r.P99, r.Denied, r.Errors, via)
 				row.Runs = append(row.Runs, r)
+				row.CPU = append(row.CPU, cpu)
 				if via != nil {
 					row.Via = append(row.Via, via)
 				}
@@ -93,12 +101,14 @@ func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
 }
 
 // measureStore loads edgelimit with sc's store for cfg.Duration after a
-// warm-up; for a Redis rule, it also reads how the measured requests were
-// decided (a call each, coalesced, or the over-limit cache).
-func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig) (wrkResult, map[string]int64, error) {
+// warm-up, and reads the time the server and redis-server (pid) spent on
+// a core per request; for a Redis rule, it also reads how the measured
+// requests were decided (a call each, coalesced, or the over-limit cache).
+func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig, redisPID int) (wrkResult, map[string]int64, storeCPU, error) {
+	var cpu storeCPU
 	work, err := os.MkdirTemp(dir, "store-")
 	if err != nil {
-		return wrkResult{}, nil, err
+		return wrkResult{}, nil, cpu, err
 	}
 	defer os.RemoveAll(work)
 	h := handlers(edgelimit, sh)
@@ -108,33 +118,55 @@ func measureStore(binDir, dir string, sh scenario, sc storeCase, cfg e2eConfig) 
 	}
 	s, err := startAt(edgelimit.path(binDir), serverAddr, adminAddr, h, sc.App, 0, work)
 	if err != nil {
-		return wrkResult{}, nil, err
+		return wrkResult{}, nil, cpu, err
 	}
 	defer s.stop()
 	if _, err := runWrk(dir, sh.Script, cfg.Warm, 1); err != nil {
-		return wrkResult{}, nil, err
+		return wrkResult{}, nil, cpu, err
 	}
 	conns := sh.Conns
 	if conns == 0 {
 		conns = loadConns
 	}
-	if sc.Rule["store"] != "redis" {
-		r, err := runWrkConns(dir, sh.Script, cfg.Duration, 1, conns)
-		return r, nil, err
+	redis := sc.Rule["store"] == "redis"
+	var before map[string]int64
+	if redis {
+		if before, err = storeVia(adminAddr); err != nil {
+			return wrkResult{}, nil, cpu, err
+		}
 	}
-	before, err := storeVia(adminAddr)
+	server0, err := s.cpuTime()
 	if err != nil {
-		return wrkResult{}, nil, err
+		return wrkResult{}, nil, cpu, err
+	}
+	redis0, err := procCPU(redisPID)
+	if err != nil {
+		return wrkResult{}, nil, cpu, err
 	}
 	r, err := runWrkConns(dir, sh.Script, cfg.Duration, 1, conns)
 	if err != nil {
-		return r, nil, err
+		return r, nil, cpu, err
+	}
+	server1, err := s.cpuTime()
+	if err != nil {
+		return r, nil, cpu, err
+	}
+	redis1, err := procCPU(redisPID)
+	if err != nil {
+		return r, nil, cpu, err
+	}
+	if r.Requests > 0 {
+		per := func(d time.Duration) float64 { return d.Seconds() * 1e6 / float64(r.Requests) }
+		cpu = storeCPU{ServerUS: per(server1 - server0), RedisUS: per(redis1 - redis0)}
+	}
+	if !redis {
+		return r, nil, cpu, nil
 	}
 	after, err := storeVia(adminAddr)
 	for k := range after {
 		after[k] -= before[k]
 	}
-	return r, after, err
+	return r, after, cpu, err
 }
 
 // storeVia reads caddy_rate_limit_store_requests_total from an admin
@@ -151,32 +183,32 @@ func storeVia(admin string) (map[string]int64, error) {
 }
 
 // startRedis runs Debian's redis-server (installed when missing) on core 0,
-// without persistence, and returns how to stop it.
-func startRedis(dir string) (func(), error) {
+// without persistence, and returns how to stop it and its pid.
+func startRedis(dir string) (func(), int, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if err := aptInstall("redis-server"); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	host, port, _ := net.SplitHostPort(redisAddr)
 	data := filepath.Join(dir, "redis")
 	if err := os.MkdirAll(data, 0o755); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cmd := exec.Command("taskset", "-c", "0", "redis-server", "--bind", host, "--port", port,
 		"--save", "", "--appendonly", "no", "--dir", data)
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	stop := func() { cmd.Process.Kill(); cmd.Wait() }
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", redisAddr); err == nil {
 			c.Close()
-			return stop, nil
+			return stop, cmd.Process.Pid, nil
 		}
 	}
 	stop()
-	return nil, fmt.Errorf("redis-server did not listen on %s in 10 s", redisAddr)
+	return nil, 0, fmt.Errorf("redis-server did not listen on %s in 10 s", redisAddr)
 }
 
 // storesSection reports the stores stage.
@@ -194,7 +226,8 @@ func storesSection(p printer, res *results) {
 	p("Same harness as above, %d rounds; ×local is taken within a round.\n\n", n)
 	p("`redis` is the default (pipelining and the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, pipeline off` sends each call in a round trip of its own (`no_pipeline`). ")
 	p("Per 100 requests, over the measured run: Redis calls, from `caddy_rate_limit_store_requests_total` (the rest were coalesced into another request's call, or denied by the over-limit cache), and round trips, from `caddy_rate_limit_store_round_trips_total` (pipelined calls share one).\n\n")
-	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls / round trips per 100 requests |\n|---|---|---|---|---|---|\n")
+	p("CPU per request: the time the server's process (edgelimit, on core 0) and `redis-server` (on core 0 too) spent on a core over the measured run, divided by its requests (from `/proc/<pid>/task/*/schedstat`), median of the rounds: with Redis on the server's core, req/s is about 1 ÷ their sum.\n\n")
+	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls / round trips per 100 requests | CPU µs per request: server / Redis |\n|---|---|---|---|---|---|---|\n")
 	local := map[string][]float64{}
 	for _, row := range res.Stores {
 		if row.Store == "local" {
@@ -203,9 +236,25 @@ func storesSection(p printer, res *results) {
 	}
 	for _, row := range res.Stores {
 		p50, p99 := latencies(row.Runs)
-		p("| %s | %s | %s | %s | %s / %s | %s |\n", row.Shape, row.Store, figure(rpsOf(row.Runs)), ratio(ratios(rpsOf(row.Runs), local[row.Shape])), num(median(p50)), num(median(p99)), callsPer100(row.Via))
+		p("| %s | %s | %s | %s | %s / %s | %s | %s |\n", row.Shape, row.Store, figure(rpsOf(row.Runs)), ratio(ratios(rpsOf(row.Runs), local[row.Shape])), num(median(p50)), num(median(p99)), callsPer100(row.Via), cpuPerRequest(row.CPU))
 	}
 	p("\n")
+}
+
+// cpuPerRequest is the medians, over rounds, of the server's and Redis's
+// CPU µs per request; "—" when not measured.
+func cpuPerRequest(cpu []storeCPU) string {
+	var server, redis []float64
+	for _, c := range cpu {
+		if c.ServerUS > 0 {
+			server = append(server, c.ServerUS)
+			redis = append(redis, c.RedisUS)
+		}
+	}
+	if len(server) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f / %.1f", median(server), median(redis))
 }
 
 // callsPer100 is the median, over rounds, of Redis calls and of round

@@ -41,13 +41,15 @@ type BatchCounters struct {
 }
 
 // A Batcher puts the scripts of concurrent calls on one client on the
-// wire together: a call that finds the Batcher idle is sent at once,
-// alone, with its own context (no wait for a window, as without a
-// Batcher); the calls that arrive while it is in the air queue, and when
-// it lands they leave together in one pipeline (up to
-// BatcherConfig.MaxBatch), one write and one read for all of them, while the next ones queue. Redis
-// runs each script alone, so every decision stays one atomic script run,
-// exactly as if sent by itself; only the wire is shared.
+// wire together: a call that finds the Batcher idle yields its thread
+// once, so that the calls already runnable join it, and leaves with them
+// in one pipeline, or alone at once with its own context if none came (no
+// wait for a window, as without a Batcher); the calls that arrive while a
+// send is in the air queue, and when it lands they leave together in one
+// pipeline (up to BatcherConfig.MaxBatch), one write and one read for all
+// of them, while the next ones queue. Redis runs each script alone, so
+// every decision stays one atomic script run, exactly as if sent by
+// itself; only the wire is shared.
 //
 // A queued call leaves when its context ends, with its context's error;
 // if its deadline passed before its batch was sent it is not sent. A

@@ -87,7 +87,8 @@
 //
 // A Store sends its scripts through a Batcher (Config.Batcher; without
 // one, each call is a round trip of its own): a call that finds its
-// client idle goes at once, alone, and the calls that arrive meanwhile,
+// client idle yields once and goes at once, with the calls already
+// runnable or alone, and the calls that arrive meanwhile,
 // of every Store sharing the Batcher, go together in one pipeline when it
 // lands. A pipeline changes no decision, since each script still runs
 // alone in Redis; it saves a write and a read per call (batch.go).

@@ -175,6 +175,20 @@ func TestBatchRedisStopped(t *testing.T) {
 		stop.Store(true)
 		t.Fatalf("%d of 32 callers ended 5 s after Redis stopped: one hangs", failed.Load())
 	}
+	// A caller that gave up at its deadline reports nothing; its call's
+	// pipeline does, when that pipeline's own (latest) deadline passes:
+	// the breaker opens then, once the Batcher is idle again.
+	for idle := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		sending := b.sending
+		b.mu.Unlock()
+		if !sending {
+			break
+		}
+		if time.Now().After(idle) {
+			t.Fatal("the Batcher still sending 5 s after every caller ended")
+		}
+	}
 	if failed.Load() != 32 || s.Breaker().State() == Closed {
 		t.Fatalf("Redis stopped: %d of 32 callers failed, breaker %s", failed.Load(), s.Breaker().State())
 	}

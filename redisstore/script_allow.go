@@ -46,20 +46,7 @@ for i = 1, L do
   B[i] = tonumber(v[3 * i - 1]) or 0
   Cc[i] = tonumber(v[3 * i]) or 0
 end
-local put = {}
-local function set(f, v) put[#put + 1] = f; put[#put + 1] = string.format('%d', v) end
-local function idiv(a, b)
-  local q = floor(a / b)
-  local r = a - q * b
-  if r < 0 then return q - 1 elseif r >= b then return q + 1 end
-  return q
-end
-local function cdiv(a, b)
-  local q = idiv(a, b)
-  if q * b < a then return q + 1 end
-  return q
-end
-local function align(t, w) return idiv(t, w) * w end
+` + luaArith + `
 local function win(i, t) return align(t or now, W[i]), W[i] end
 local took
 `

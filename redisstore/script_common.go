@@ -84,23 +84,7 @@ local minttl = 1000 -- ms: see doc.go's Memory
 -- BK is the block's hash (nil: no blocks); NC the keys of the counters
 local BK, NC = nil, #KEYS
 if nb > 0 then BK, NC = KEYS[#KEYS], #KEYS - 1 end
-local put = {}
-local function set(f, v) put[#put + 1] = f; put[#put + 1] = string.format('%d', v) end
-
--- idiv is floor(a/b) for integers a >= 0, b > 0, corrected for rounding.
-local function idiv(a, b)
-  local q = floor(a / b)
-  local r = a - q * b
-  if r < 0 then return q - 1 elseif r >= b then return q + 1 end
-  return q
-end
-local function cdiv(a, b)
-  local q = idiv(a, b)
-  if q * b < a then return q + 1 end
-  return q
-end
-local function align(t, w) return idiv(t, w) * w end
--- win is the start and length of limit i's fixed window at t (default
+` + luaArith + `-- win is the start and length of limit i's fixed window at t (default
 -- now): the epoch-aligned window of its length, or a calendar limit's
 -- period (the caller's periods around its clock, whichever holds t; a t
 -- before the earliest of them is in no window: -1).
@@ -188,6 +172,29 @@ local function gcra_refund(t, f, n, w, c)
   local a, b = tat_after(max(x - give, 0), n)
   return a, b
 end
+`
+
+// luaArith is the scripts' writes and integer helpers: put collects the
+// hash's fields to write, set adds one in integer digits; idiv, cdiv and
+// align divide integers exactly (floor, ceiling, a window's start). It
+// needs floor (math.floor) in scope.
+const luaArith = `
+local put = {}
+local function set(f, v) put[#put + 1] = f; put[#put + 1] = string.format('%d', v) end
+
+-- idiv is floor(a/b) for integers a >= 0, b > 0, corrected for rounding.
+local function idiv(a, b)
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then return q - 1 elseif r >= b then return q + 1 end
+  return q
+end
+local function cdiv(a, b)
+  local q = idiv(a, b)
+  if q * b < a then return q + 1 end
+  return q
+end
+local function align(t, w) return idiv(t, w) * w end
 `
 
 // luaDriver decides with the algorithm's step, prepare, commit, take and

@@ -53,18 +53,7 @@ local took
 
 // luaAllowDriver is luaDriver's "a" for one request, without burst and
 // blocks: every limit stepped, all taken or none, the TTL.
-const luaAllowDriver = `
-local res = {}
-local allowed, retry, never = true, 0, false
-for i = 1, L do
-  local r = step(i, cost)
-  res[i] = r
-  if not r.ok then
-    allowed = false
-    if r.retry > retry then retry = r.retry end
-    never = never or r.never
-  end
-end
+const luaAllowDriver = luaStepLimits + `
 if never then retry = longest end
 if not allowed and cost > 0 then
   for i = 1, L do if res[i].ok then res[i] = step(i, 0) end end
@@ -74,7 +63,7 @@ if allowed and cost > 0 then
   local keep = 1
   for i = 1, L do keep = max(keep, commit(i, res[i])) end
   redis.call('HSET', H, unpack(put))
-  redis.call('PEXPIRE', H, max(cdiv(keep, 1000), 1000)) -- doc.go's Memory: at least a second
+  redis.call('PEXPIRE', H, max(cdiv(keep, 1000), minttl))
 end
 local out = {allowed and 1 or 0, retry, 0, now}
 for i = 1, L do out[#out + 1] = res[i].rem; out[#out + 1] = res[i].reset end

@@ -80,7 +80,6 @@ for i = 1, L do
   if W[i] < W[bi] then bi = i end
 end
 local H = KEYS[1]
-local minttl = 1000 -- ms: see doc.go's Memory
 -- BK is the block's hash (nil: no blocks); NC the keys of the counters
 local BK, NC = nil, #KEYS
 if nb > 0 then BK, NC = KEYS[#KEYS], #KEYS - 1 end
@@ -174,11 +173,13 @@ local function gcra_refund(t, f, n, w, c)
 end
 `
 
-// luaArith is the scripts' writes and integer helpers: put collects the
-// hash's fields to write, set adds one in integer digits; idiv, cdiv and
-// align divide integers exactly (floor, ceiling, a window's start). It
-// needs floor (math.floor) in scope.
+// luaArith is the scripts' writes and integer helpers: minttl is the
+// shortest TTL a key is given, put collects the hash's fields to write,
+// set adds one in integer digits; idiv, cdiv and align divide integers
+// exactly (floor, ceiling, a window's start). It needs floor (math.floor)
+// in scope.
 const luaArith = `
+local minttl = 1000 -- ms: a key lives at least this long (doc.go's Memory)
 local put = {}
 local function set(f, v) put[#put + 1] = f; put[#put + 1] = string.format('%d', v) end
 
@@ -195,6 +196,23 @@ local function cdiv(a, b)
   return q
 end
 local function align(t, w) return idiv(t, w) * w end
+`
+
+// luaStepLimits steps every limit by cost (the algorithm's step): res
+// holds each result; allowed is whether all had room, retry the longest
+// wait of those that had not, never whether one can never admit cost.
+const luaStepLimits = `
+local res = {}
+local allowed, retry, never = true, 0, false
+for i = 1, L do
+  local r = step(i, cost)
+  res[i] = r
+  if not r.ok then
+    allowed = false
+    if r.retry > retry then retry = r.retry end
+    never = never or r.never
+  end
+end
 `
 
 // luaDriver decides with the algorithm's step, prepare, commit, take and
@@ -279,18 +297,7 @@ if BU > now then
   return blockout(out, 0), false
 end
 if scaled and op == 'a' and cost > 0 then clamp() end
-local res = {}
-local allowed, retry, never = true, 0, false
-for i = 1, L do
-  local r = step(i, cost)
-  res[i] = r
-  if not r.ok then
-    allowed = false
-    if r.retry > retry then retry = r.retry end
-    never = never or r.never
-  end
-end
-local br
+` + luaStepLimits + `local br
 if burst > 0 then
   br = gcra(BA, BB, N[bi], W[bi], burst, cost)
   if not br.ok then

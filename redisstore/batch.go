@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -85,11 +87,32 @@ func NewBatcher(client redis.UniversalClient, cfg BatcherConfig) *Batcher {
 // Stats returns the counters the Batcher counts into.
 func (b *Batcher) Stats() *BatchCounters { return b.stats }
 
+// A script is a Lua script as a Batcher sends it: EVALSHA with its SHA1,
+// or EVAL with its source after Redis answered NOSCRIPT. Its words are
+// held as interface values, so that a call's command takes them without
+// an allocation.
+type script struct {
+	src, sha any // strings
+}
+
+// newScript is the script of Lua source src.
+func newScript(src string) *script {
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// Source is the script's Lua source.
+func (s *script) Source() string { return s.src.(string) }
+
+// The verbs of a batchCall's command, as interface values.
+var verbEvalSha, verbEval any = "evalsha", "eval"
+
 // batchCall is one script run waiting in a Batcher.
 type batchCall struct {
-	script   *redis.Script
-	keys     []string
-	args     []any
+	script *script
+	// cmd is the whole command, ready for redis.NewCmd: "evalsha", the
+	// script's SHA1, the number of keys, the keys, then ARGV (callCmd)
+	cmd      []any
 	deadline time.Time // zero: none
 	breaker  *Breaker  // the calling Store's; nil: none
 	gathered bool      // a coalesced call (see callN): a timeout is not held against Redis
@@ -160,7 +183,14 @@ func (c *batchCall) wait(ctx context.Context) (any, error) {
 func (b *Batcher) alone(ctx context.Context, c *batchCall) (any, error) {
 	b.stats.RoundTrips.Add(1)
 	b.stats.Scripts.Add(1)
-	res, err := c.script.Run(ctx, b.client, c.keys, c.args...).Result()
+	cmd := redis.NewCmd(ctx, c.cmd...)
+	_ = b.client.Process(ctx, cmd)
+	if noScript(cmd.Err()) {
+		c.withSource()
+		cmd = redis.NewCmd(ctx, c.cmd...)
+		_ = b.client.Process(ctx, cmd)
+	}
+	res, err := cmd.Result()
 	if err := c.report(err); err != nil {
 		return nil, err
 	}
@@ -230,35 +260,47 @@ func (b *Batcher) send(batch []*batchCall) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	defer cancel()
-	cmds := b.pipeline(ctx, live, (*redis.Script).EvalSha)
+	cmds := b.pipeline(ctx, live)
 	var again []*batchCall
 	for i, c := range live {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if noScript(cmds[i].Err()) {
+			c.withSource()
 			again = append(again, c)
 			continue
 		}
 		c.deliver(cmds[i])
 	}
 	if len(again) > 0 {
-		for i, cmd := range b.pipeline(ctx, again, (*redis.Script).Eval) {
+		for i, cmd := range b.pipeline(ctx, again) {
 			again[i].deliver(cmd)
 		}
 	}
 }
 
-// pipeline sends one script call per c through eval (EvalSha or Eval) in
-// one pipeline, and returns their replies.
-func (b *Batcher) pipeline(ctx context.Context, calls []*batchCall, eval func(*redis.Script, context.Context, redis.Scripter, []string, ...any) *redis.Cmd) []*redis.Cmd {
+// pipeline sends each call's command in one pipeline, and returns their
+// replies.
+func (b *Batcher) pipeline(ctx context.Context, calls []*batchCall) []*redis.Cmd {
 	b.stats.RoundTrips.Add(1)
 	b.stats.Scripts.Add(uint64(len(calls)))
 	pipe := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = eval(c.script, ctx, pipe, c.keys, c.args...)
+		cmds[i] = redis.NewCmd(ctx, c.cmd...)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // each cmd holds its own error
 	return cmds
 }
+
+// noScript is whether err is Redis's NOSCRIPT: it does not hold the
+// script (after a restart or SCRIPT FLUSH).
+func noScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// withSource makes c's command EVAL with the script's source, to send
+// again after NOSCRIPT (which loads the script for the EVALSHAs after).
+func (c *batchCall) withSource() { c.cmd[0], c.cmd[1] = verbEval, c.script.src }
 
 // errQueuedLate is a queued call's error when its deadline passed before
 // its batch could be sent: it is not sent, and the breaker hears nothing

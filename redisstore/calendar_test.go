@@ -111,7 +111,7 @@ func TestCalendarSkew(t *testing.T) {
 		{store.Add(2 * time.Second), true, 0}, // Redis ahead, in the 11th: a new day
 		{store.Add(3 * time.Second), false, 24*time.Hour - 2*time.Second},
 	} {
-		res, err := s.script.Run(t.Context(), c, s.RedisKeys("k"), append([]any{"a", 1, 1, "0", tc.redis.UnixMicro()}, args...)...).Result()
+		res, err := s.script.run(t.Context(), c, s.RedisKeys("k"), append([]any{"a", 1, 1, "0", tc.redis.UnixMicro()}, args...)...).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,7 +60,8 @@ func (s *Store) Check(ctx context.Context, key string, scale float64) (Decision,
 		}
 	}
 	s.stats.Calls.Add(1)
-	ds, err := s.decide(ctx, key, "k", 1, 1, scale, false)
+	var one [1]Decision
+	ds, err := s.decide(ctx, key, "k", 1, 1, scale, false, one[:0])
 	if err != nil {
 		return Decision{}, err
 	}

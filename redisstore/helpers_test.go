@@ -83,3 +83,12 @@ func startCluster(t *testing.T) *redis.ClusterClient {
 }
 
 var hour = limiter.Limit{Count: 10, Window: time.Hour}
+
+// argv is the ARGV of c's command.
+func (c *batchCall) argv() []any { return c.cmd[3+c.cmd[2].(int):] }
+
+// run runs sc on keys and argv through go-redis's Script (EVALSHA, then
+// EVAL on NOSCRIPT), apart from any Batcher.
+func (sc *script) run(ctx context.Context, c redis.Scripter, keys []string, argv ...any) *redis.Cmd {
+	return redis.NewScript(sc.Source()).Run(ctx, c, keys, argv...)
+}

@@ -47,13 +47,16 @@ func Escape(key string) string {
 	return b.String()
 }
 
+// redisKey is the Redis key of key's hash, "<prefix>{<tag>}".
+func (s *Store) redisKey(key string) string { return s.prefix + "{" + Escape(key) + "}" }
+
 // RedisKeys returns the Redis keys that hold key's state, in the order the
 // script takes them: the hash, then (sliding_log) one ZSET per limit,
 // "<prefix>{<tag>}" and "<prefix>{<tag>}:log:<i>", then, with blocks
 // (Config.BlockFor), the block's hash "<prefix>{<tag>}:block". All share
 // the hash tag, hence one Cluster slot.
 func (s *Store) RedisKeys(key string) []string {
-	base := s.prefix + "{" + Escape(key) + "}"
+	base := s.redisKey(key)
 	if s.logs == 0 && !s.blocks {
 		return []string{base}
 	}

@@ -42,20 +42,20 @@ func TestAllowScriptSameAsWhole(t *testing.T) {
 					if call.script != s.allow {
 						t.Fatal("an allow of one request did not take the allow script")
 					}
-					want, err := s.script.Run(ctx, c, whole, call.args...).Result()
+					want, err := s.script.run(ctx, c, whole, call.argv()...).Result()
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, err := s.allow.Run(ctx, c, alone, call.args...).Result()
+					got, err := s.allow.run(ctx, c, alone, call.argv()...).Result()
 					if err != nil {
 						t.Fatal(err)
 					}
 					if !reflect.DeepEqual(got, want) {
-						t.Fatalf("call %d %v: allow script %v, whole script %v", i, call.args, got, want)
+						t.Fatalf("call %d %v: allow script %v, whole script %v", i, call.argv(), got, want)
 					}
 					hw, ha := c.HGetAll(ctx, whole[0]).Val(), c.HGetAll(ctx, alone[0]).Val()
 					if !reflect.DeepEqual(ha, hw) {
-						t.Fatalf("call %d %v: allow script's hash %v, whole script's %v", i, call.args, ha, hw)
+						t.Fatalf("call %d %v: allow script's hash %v, whole script's %v", i, call.argv(), ha, hw)
 					}
 					tw, ta := c.PTTL(ctx, whole[0]).Val(), c.PTTL(ctx, alone[0]).Val()
 					if d := ta - tw; d < -50*time.Millisecond || d > 50*time.Millisecond {

@@ -32,8 +32,8 @@ var ErrUnavailable = errors.New("redis unavailable")
 // is safe for concurrent use.
 type Store struct {
 	client  redis.UniversalClient
-	script  *redis.Script
-	allow   *redis.Script // one request's "a" for the simple configs (Config.allowScript); nil: script does all
+	script  *script
+	allow   *script // one request's "a" for the simple configs (Config.allowScript); nil: script does all
 	cfg     Config
 	args    []any // ARGV from index 5 on, at scale 1
 	prefix  string
@@ -67,9 +67,9 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	cfg.Limits = append([]limiter.Limit(nil), cfg.Limits...)
 	cfg.BlockFor = append([]time.Duration(nil), cfg.BlockFor...)
-	s := &Store{client: client, cfg: cfg, script: redis.NewScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now, blocks: len(cfg.BlockFor) > 0}
+	s := &Store{client: client, cfg: cfg, script: newScript(cfg.script()), args: cfg.args(1), prefix: cfg.KeyPrefix, now: time.Now, blocks: len(cfg.BlockFor) > 0}
 	if src := cfg.allowScript(); src != "" {
-		s.allow = redis.NewScript(src)
+		s.allow = newScript(src)
 	}
 	s.stats = cfg.Counters
 	s.batch = cfg.Batcher
@@ -156,8 +156,9 @@ func (s *Store) Decide(ctx context.Context, key string, cost int64, scale float6
 	if s.flights != nil && cost > 0 {
 		d, err = s.flights.allow(ctx, flightKey{key, cost, scale}, s.allowN)
 	} else {
+		var one [1]Decision // on the stack: no allocation for the reply's decision
 		var ds []Decision
-		ds, err = s.allowN(ctx, flightKey{key, cost, scale}, 1, false)
+		ds, err = s.allowInto(ctx, flightKey{key, cost, scale}, 1, false, one[:0])
 		if err == nil {
 			d = ds[0]
 		}
@@ -175,11 +176,16 @@ func (s *Store) Decide(ctx context.Context, key string, cost int64, scale float6
 // including the first denial. A gathered call (see callN) that times out
 // is not held against Redis by the breaker.
 func (s *Store) allowN(ctx context.Context, k flightKey, n int, gathered bool) ([]Decision, error) {
+	return s.allowInto(ctx, k, n, gathered, nil)
+}
+
+// allowInto is allowN, its decisions in into's array if it has room.
+func (s *Store) allowInto(ctx context.Context, k flightKey, n int, gathered bool, into []Decision) ([]Decision, error) {
 	s.stats.Calls.Add(1)
 	if n > 1 {
 		s.stats.Coalesced.Add(uint64(n - 1))
 	}
-	return s.decide(ctx, k.key, "a", k.cost, n, k.scale, gathered)
+	return s.decide(ctx, k.key, "a", k.cost, n, k.scale, gathered, into)
 }
 
 // Peek is Allow without taking anything: what Allow would decide now (a
@@ -187,7 +193,8 @@ func (s *Store) allowN(ctx context.Context, k flightKey, n int, gathered bool) (
 // events stay until an admission, a denial starts no block), and neither
 // reads nor fills the over-limit cache.
 func (s *Store) Peek(ctx context.Context, key string, cost int64) (limiter.Decision, error) {
-	ds, err := s.decide(ctx, key, "p", cost, 1, 1, false)
+	var one [1]Decision
+	ds, err := s.decide(ctx, key, "p", cost, 1, 1, false, one[:0])
 	if err != nil {
 		return limiter.Decision{}, err
 	}
@@ -220,8 +227,8 @@ func (s *Store) blocked() limiter.Decision {
 }
 
 // decide runs the script for op "a" or "p" on n requests and reads its
-// reply: at least one decision, at most n.
-func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool) ([]Decision, error) {
+// reply: at least one decision, at most n, in into's array if it has room.
+func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, scale float64, gathered bool, into []Decision) ([]Decision, error) {
 	res, err := s.run(ctx, key, op, cost, n, scale, gathered)
 	if err != nil {
 		return nil, err
@@ -234,15 +241,19 @@ func (s *Store) decide(ctx context.Context, key, op string, cost int64, n int, s
 	if !ok || len(v) == 0 || len(v)%each != 0 || len(v)/each > n {
 		return nil, fmt.Errorf("redisstore: unexpected reply %v", res)
 	}
-	num := make([]int64, len(v))
-	for i, x := range v {
-		if num[i], ok = x.(int64); !ok {
-			return nil, fmt.Errorf("redisstore: unexpected reply %v", res)
-		}
+	ds := into[:0]
+	if cap(ds) < len(v)/each {
+		ds = make([]Decision, 0, len(v)/each)
 	}
-	ds := make([]Decision, len(v)/each)
-	for j := range ds {
-		s.read(&ds[j], num[j*each:(j+1)*each], scale)
+	var num [4 + 2*limiter.MaxLimits + 3]int64
+	for row := range len(v) / each {
+		for i, x := range v[row*each : (row+1)*each] {
+			if num[i], ok = x.(int64); !ok {
+				return nil, fmt.Errorf("redisstore: unexpected reply %v", res)
+			}
+		}
+		ds = append(ds, Decision{})
+		s.read(&ds[row], num[:each], scale)
 	}
 	return ds, nil
 }
@@ -303,25 +314,60 @@ func (s *Store) run(ctx context.Context, key, op string, cost int64, n int, scal
 }
 
 // call is the script run of op on key, for n requests of cost at scale.
+// Its command is built in one slice, of words that need no allocation of
+// their own but the Redis key's (the hot path's allocations, docs/redis.md).
 func (s *Store) call(key, op string, cost int64, n int, scale float64, gathered bool) *batchCall {
-	rest, scaled := s.args, "0"
+	rest, scaled := s.args, scaledNo
 	if scale != 1 {
-		rest, scaled = s.argsAt(scale), "1"
+		rest, scaled = s.argsAt(scale), scaledYes
 	}
 	if s.periods != nil {
 		rest = s.periods.withPeriods(rest, s.clockNow())
 	}
-	args := make([]any, 0, 5+len(rest))
 	if op != "r" {
 		n = max(n, 1)
 	}
-	args = append(args, op, min(max(cost, 0), limiter.MaxCount+1), n, scaled, s.clockArg())
-	args = append(args, rest...)
-	script := s.script
+	sc := s.script
 	if op == "a" && n == 1 && s.allow != nil {
-		script = s.allow
+		sc = s.allow
 	}
-	return &batchCall{script: script, keys: s.RedisKeys(key), args: args, breaker: s.breaker, gathered: gathered}
+	var keys []string // nil: the hash's alone
+	if s.logs > 0 || s.blocks {
+		keys = s.RedisKeys(key)
+	}
+	nkeys := max(len(keys), 1)
+	cmd := make([]any, 0, 3+nkeys+5+len(rest))
+	cmd = append(cmd, verbEvalSha, sc.sha, nkeys)
+	if keys == nil {
+		cmd = append(cmd, s.redisKey(key))
+	}
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(cmd, opWord(op), min(max(cost, 0), limiter.MaxCount+1), n, scaled, s.clockArg())
+	cmd = append(cmd, rest...)
+	return &batchCall{script: sc, cmd: cmd, breaker: s.breaker, gathered: gathered}
+}
+
+// The script's op and scaled flag words, as interface values (see call).
+var (
+	opAllow, opPeek, opRefund, opCharge any = "a", "p", "r", "k"
+	scaledNo, scaledYes                 any = "0", "1"
+)
+
+// opWord is op as an interface value.
+func opWord(op string) any {
+	switch op {
+	case "a":
+		return opAllow
+	case "p":
+		return opPeek
+	case "r":
+		return opRefund
+	case "k":
+		return opCharge
+	}
+	return op
 }
 
 // errGatheredLate wraps the timeout of a coalesced call (see callN): not

@@ -121,7 +121,7 @@ func fleetOnce(binDir, dir string, c fleetCase) (fleetRun, error) {
 	}
 	defer os.RemoveAll(work)
 	if c.Bin == edgelimit {
-		stop, _, err := startRedis(work)
+		stop, _, err := startRedis(work, redisAddr, 0)
 		if err != nil {
 			return r, err
 		}

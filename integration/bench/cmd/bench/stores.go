@@ -7,13 +7,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
-// Where the stores stage's Redis and gossip listen.
+// Where the stores stage's Redis servers and gossip listen: redisAddr's
+// Redis runs on core 0 with the server (a Redis on the same host),
+// redisFarAddr's on core 1 with wrk (the server's core its own, as with
+// a Redis on another host).
 const (
-	redisAddr  = "127.0.0.1:18470"
-	gossipAddr = "127.0.0.1:18471"
+	redisAddr    = "127.0.0.1:18470"
+	gossipAddr   = "127.0.0.1:18471"
+	redisFarAddr = "127.0.0.1:18472"
 )
 
 // A storeCase is where edgelimit keeps a rule's state: in the process, in
@@ -23,6 +28,7 @@ type storeCase struct {
 	Name string
 	App  map[string]any // the rate_limit app
 	Rule map[string]any // added to the rule
+	Far  bool           // its Redis is redisFarAddr's, on wrk's core
 }
 
 func storeCases() []storeCase {
@@ -37,6 +43,8 @@ func storeCases() []storeCase {
 		{Name: "redis, pipeline off", App: map[string]any{"store": map[string]any{"redis": map[string]any{
 			"addresses": []string{redisAddr}, "no_pipeline": true}}},
 			Rule: map[string]any{"store": "redis"}},
+		{Name: "redis, on wrk's core", App: map[string]any{"store": map[string]any{"redis": map[string]any{"addresses": []string{redisFarAddr}}}},
+			Rule: map[string]any{"store": "redis"}, Far: true},
 	}
 }
 
@@ -57,14 +65,19 @@ type storeCPU struct {
 // runStores measures edgelimit with its state in each store, on one key
 // allowing, one key mostly denying, and 200,000 keys allowing, cfg.Rounds
 // times in rotated order.
-// Redis runs on core 0 with the server (a Redis on the same host), wrk on
-// core 1.
+// One Redis runs on core 0 with the server (a Redis on the same host),
+// another on core 1 with wrk (the "on wrk's core" case).
 func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
-	stop, redisPID, err := startRedis(dir)
+	stop, near, err := startRedis(dir, redisAddr, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
+	stopFar, far, err := startRedis(dir, redisFarAddr, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer stopFar()
 	shapes := []scenario{
 		{Name: "one key, one connection", Limit: 100_000, Window: time.Second, Key: "ip", Conns: 1},
 		{Name: "one key", Limit: 100_000, Window: time.Second, Key: "ip"},
@@ -83,6 +96,10 @@ func runStores(binDir, dir string, cfg e2eConfig) ([]storeRow, error) {
 		for i, sh := range shapes {
 			for k := range cases {
 				c := (k + round) % len(cases)
+				redisPID := near
+				if cases[c].Far {
+					redisPID = far
+				}
 				r, via, cpu, err := measureStore(binDir, dir, sh, cases[c], cfg, redisPID)
 				if err != nil {
 					return nil, err
@@ -182,33 +199,34 @@ func storeVia(admin string) (map[string]int64, error) {
 	return via, err
 }
 
-// startRedis runs Debian's redis-server (installed when missing) on core 0,
-// without persistence, and returns how to stop it and its pid.
-func startRedis(dir string) (func(), int, error) {
+// startRedis runs Debian's redis-server (installed when missing) on addr,
+// pinned to core, without persistence, and returns how to stop it and its
+// pid.
+func startRedis(dir, addr string, core int) (func(), int, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if err := aptInstall("redis-server"); err != nil {
 			return nil, 0, err
 		}
 	}
-	host, port, _ := net.SplitHostPort(redisAddr)
-	data := filepath.Join(dir, "redis")
+	host, port, _ := net.SplitHostPort(addr)
+	data := filepath.Join(dir, "redis-"+port)
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return nil, 0, err
 	}
-	cmd := exec.Command("taskset", "-c", "0", "redis-server", "--bind", host, "--port", port,
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(core), "redis-server", "--bind", host, "--port", port,
 		"--save", "", "--appendonly", "no", "--dir", data)
 	if err := cmd.Start(); err != nil {
 		return nil, 0, err
 	}
 	stop := func() { cmd.Process.Kill(); cmd.Wait() }
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", redisAddr); err == nil {
+		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
 			return stop, cmd.Process.Pid, nil
 		}
 	}
 	stop()
-	return nil, 0, fmt.Errorf("redis-server did not listen on %s in 10 s", redisAddr)
+	return nil, 0, fmt.Errorf("redis-server did not listen on %s in 10 s", addr)
 }
 
 // storesSection reports the stores stage.
@@ -224,9 +242,9 @@ func storesSection(p printer, res *results) {
 		n = max(n, len(row.Runs))
 	}
 	p("Same harness as above, %d rounds; ×local is taken within a round.\n\n", n)
-	p("`redis` is the default (pipelining and the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, pipeline off` sends each call in a round trip of its own (`no_pipeline`). ")
+	p("`redis` is the default (pipelining and the over-limit cache on, coalescing off); `redis, coalesce on` adds coalescing; `redis, pipeline off` sends each call in a round trip of its own (`no_pipeline`); `redis, on wrk's core` is the default with its `redis-server` pinned to core 1 with wrk instead: the server's core is its own, as with a Redis on another host (wrk and Redis share core 1). ")
 	p("Per 100 requests, over the measured run: Redis calls, from `caddy_rate_limit_store_requests_total` (the rest were coalesced into another request's call, or denied by the over-limit cache), and round trips, from `caddy_rate_limit_store_round_trips_total` (pipelined calls share one).\n\n")
-	p("CPU per request: the time the server's process (edgelimit, on core 0) and `redis-server` (on core 0 too) spent on a core over the measured run, divided by its requests (from `/proc/<pid>/task/*/schedstat`), median of the rounds: with Redis on the server's core, req/s is about 1 ÷ their sum.\n\n")
+	p("CPU per request: the time the server's process (edgelimit, on core 0) and `redis-server` (on core 0 too, but for `on wrk's core`) spent on a core over the measured run, divided by its requests (from `/proc/<pid>/task/*/schedstat`), median of the rounds: with Redis on the server's core, req/s is about 1 ÷ their sum.\n\n")
 	p("| traffic | store | req/s | ×local | p50 / p99 ms | Redis calls / round trips per 100 requests | CPU µs per request: server / Redis |\n|---|---|---|---|---|---|---|\n")
 	local := map[string][]float64{}
 	for _, row := range res.Stores {

@@ -5,9 +5,10 @@
 //
 // # Atomicity
 //
-// A decision is one Lua script, run with EVALSHA (EVAL when Redis answers
-// NOSCRIPT, after a restart or SCRIPT FLUSH; go-redis's Script.Run does
-// both). Redis runs a script alone, so reading the state, checking every
+// A decision is one Lua script, run with EVALSHA (EVAL with the source
+// when Redis answers NOSCRIPT, after a restart or SCRIPT FLUSH: the
+// Batcher sends the command as a plain redis.Cmd, built in one slice).
+// Redis runs a script alone, so reading the state, checking every
 // limit of the rule and taking the units from all of them or none is one
 // atomic step: no interleaving of callers can admit more than the limit
 // (peers that read, decide in the client and write back over-admit under

@@ -111,7 +111,7 @@ var verbEvalSha, verbEval any = "evalsha", "eval"
 type batchCall struct {
 	script *script
 	// cmd is the whole command, ready for redis.NewCmd: "evalsha", the
-	// script's SHA1, the number of keys, the keys, then ARGV (callCmd)
+	// script's SHA1, the number of keys, the keys, then ARGV (Store.call)
 	cmd      []any
 	deadline time.Time // zero: none
 	breaker  *Breaker  // the calling Store's; nil: none

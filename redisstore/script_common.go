@@ -201,17 +201,20 @@ local function align(t, w) return idiv(t, w) * w end
 // luaStepLimits steps every limit by cost (the algorithm's step): res
 // holds each result; allowed is whether all had room, retry the longest
 // wait of those that had not, never whether one can never admit cost.
+// refused(r) counts a step without room (a limit's, or the burst
+// bucket's) into allowed, retry and never.
 const luaStepLimits = `
 local res = {}
 local allowed, retry, never = true, 0, false
+local function refused(r)
+  allowed = false
+  if r.retry > retry then retry = r.retry end
+  never = never or r.never
+end
 for i = 1, L do
   local r = step(i, cost)
   res[i] = r
-  if not r.ok then
-    allowed = false
-    if r.retry > retry then retry = r.retry end
-    never = never or r.never
-  end
+  if not r.ok then refused(r) end
 end
 `
 
@@ -300,11 +303,7 @@ if scaled and op == 'a' and cost > 0 then clamp() end
 ` + luaStepLimits + `local br
 if burst > 0 then
   br = gcra(BA, BB, N[bi], W[bi], burst, cost)
-  if not br.ok then
-    allowed = false
-    if br.retry > retry then retry = br.retry end
-    never = never or br.never
-  end
+  if not br.ok then refused(br) end
 end
 if never then retry = longest end
 if not allowed and cost > 0 then

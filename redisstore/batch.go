@@ -101,9 +101,6 @@ func newScript(src string) *script {
 	return &script{src: src, sha: hex.EncodeToString(h[:])}
 }
 
-// Source is the script's Lua source.
-func (s *script) Source() string { return s.src.(string) }
-
 // The verbs of a batchCall's command, as interface values.
 var verbEvalSha, verbEval any = "evalsha", "eval"
 

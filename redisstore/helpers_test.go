@@ -90,5 +90,19 @@ func (c *batchCall) argv() []any { return c.cmd[3+c.cmd[2].(int):] }
 // run runs sc on keys and argv through go-redis's Script (EVALSHA, then
 // EVAL on NOSCRIPT), apart from any Batcher.
 func (sc *script) run(ctx context.Context, c redis.Scripter, keys []string, argv ...any) *redis.Cmd {
-	return redis.NewScript(sc.Source()).Run(ctx, c, keys, argv...)
+	return redis.NewScript(sc.src.(string)).Run(ctx, c, keys, argv...)
+}
+
+// loadScripts loads s's scripts into c's Redis (SCRIPT LOAD), so that
+// none of its calls is answered NOSCRIPT.
+func loadScripts(t testing.TB, c redis.Scripter, s *Store) {
+	t.Helper()
+	for _, sc := range []*script{s.script, s.allow} {
+		if sc == nil {
+			continue
+		}
+		if sha, err := c.ScriptLoad(t.Context(), sc.src.(string)).Result(); err != nil || sha != sc.sha {
+			t.Fatalf("SCRIPT LOAD: %q, %v; want %q", sha, err, sc.sha)
+		}
+	}
 }

@@ -29,26 +29,23 @@ const redisPipelineConfig = `{
 	}
 }
 
+(rule) {
+	rate_limit {
+		name {args[0]}
+		limit 1000 1h
+		by static everyone
+		store redis
+		on_store_error fail_closed
+	}
+	respond "ok"
+}
+
 :{{.HTTP}} {
 	handle /warm {
-		rate_limit {
-			name warm
-			limit 1000 1h
-			by static everyone
-			store redis
-			on_store_error fail_closed
-		}
-		respond "ok"
+		import rule warm
 	}
 	handle {
-		rate_limit {
-			name exact
-			limit 1000 1h
-			by static everyone
-			store redis
-			on_store_error fail_closed
-		}
-		respond "ok"
+		import rule exact
 	}
 }
 `
